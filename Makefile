@@ -1,0 +1,50 @@
+# kubetrain developer entry points. `make demo` and `make test` are the README's two commands.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install system-deps demo test test-fast lint bench crds clean
+
+# Debian packages the local backend uses: OpenMPI for real mpirun, bubblewrap for per-pod mount namespaces.
+system-deps:
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap >/dev/null; \
+	  else \
+	    echo "note: mpirun/bwrap missing and not root; MPI and mount-namespace features will be skipped"; \
+	  fi; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,train]'
+	touch $(STAMP)
+
+install: system-deps $(STAMP)
+
+demo: install
+	$(BIN)/kubetrain run -f examples/quickstart/trainjob.yaml
+
+test: install
+	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m "not slow"
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+crds: install
+	$(BIN)/kubetrain crds > manifests/crds/kubetrain-crds.yaml
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info
