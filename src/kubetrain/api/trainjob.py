@@ -1,0 +1,178 @@
+"""TrainJob: what an ML engineer submits, referencing a runtime."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kubetrain.api._base import Model, OpenModel, defaulted
+from kubetrain.api.constants import (
+    API_VERSION,
+    GROUP,
+    KIND_CLUSTER_TRAINING_RUNTIME,
+    KIND_TRAINJOB,
+    MANAGED_BY_DEFAULT,
+)
+from kubetrain.api.meta import (
+    Condition,
+    EnvVar,
+    LocalObjectReference,
+    ObjectMeta,
+    ResourceRequirements,
+    TemplateMeta,
+)
+from kubetrain.api.runtime import NumProc
+
+
+class RuntimeRef(Model):
+    name: str = Field(min_length=1, max_length=253)
+    api_group: str | None = defaulted(GROUP, max_length=253)
+    kind: str | None = defaulted(KIND_CLUSTER_TRAINING_RUNTIME, max_length=253)
+
+    @property
+    def effective_kind(self) -> str:
+        return self.kind or KIND_CLUSTER_TRAINING_RUNTIME
+
+    @property
+    def effective_group(self) -> str:
+        return self.api_group or GROUP
+
+
+class InitializerSpec(Model):
+    storage_uri: str | None = Field(None, max_length=2048)
+    env: list[EnvVar] | None = Field(None, max_length=128)
+    secret_ref: LocalObjectReference | None = None
+
+
+class Initializer(Model):
+    dataset: InitializerSpec | None = None
+    model: InitializerSpec | None = None
+
+
+class Trainer(Model):
+    image: str | None = Field(None, max_length=500)
+    command: list[str] | None = Field(None, max_length=128)
+    args: list[str] | None = Field(None, max_length=128)
+    env: list[EnvVar] | None = Field(None, max_length=128)
+    num_nodes: int | None = Field(None, ge=0)
+    resources_per_node: ResourceRequirements | None = None
+    num_proc_per_node: NumProc | None = None
+
+
+class TargetJob(Model):
+    name: str = Field(min_length=1)
+
+
+class PodTemplateOverride(Model):
+    """v2.1 shape: a strategic merge onto the pod templates of the named replicated jobs."""
+
+    target_jobs: list[TargetJob] = Field(min_length=1)
+    metadata: TemplateMeta | None = None
+    spec: dict[str, Any] | None = None
+
+
+class PodTemplatePatch(Model):
+    metadata: TemplateMeta | None = None
+    spec: dict[str, Any] | None = None
+
+
+class JobSpecPatch(Model):
+    template: PodTemplatePatch | None = None
+
+
+class JobTemplatePatch(Model):
+    metadata: TemplateMeta | None = None
+    spec: JobSpecPatch | None = None
+
+
+class ReplicatedJobPatch(Model):
+    name: str = Field(min_length=1, max_length=253)
+    template: JobTemplatePatch | None = None
+
+
+class JobSetSpecPatch(Model):
+    replicated_jobs: list[ReplicatedJobPatch] | None = Field(None, max_length=100)
+
+
+class JobSetTemplatePatch(Model):
+    metadata: TemplateMeta | None = None
+    spec: JobSetSpecPatch | None = None
+
+
+class TrainingRuntimeSpecPatch(Model):
+    template: JobSetTemplatePatch | None = None
+
+
+class RuntimePatch(Model):
+    """v2.2+ shape: a patch owned by one manager (e.g. ``kueue.x-k8s.io/manager``)."""
+
+    manager: str = Field(min_length=1, max_length=253)
+    time: str | None = None
+    training_runtime_spec: TrainingRuntimeSpecPatch | None = None
+
+
+class TrainJobSpec(Model):
+    runtime_ref: RuntimeRef
+    initializer: Initializer | None = None
+    trainer: Trainer | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    pod_template_overrides: list[PodTemplateOverride] | None = None
+    runtime_patches: list[RuntimePatch] | None = Field(None, max_length=16)
+    suspend: bool | None = defaulted(False)
+    active_deadline_seconds: int | None = Field(None, ge=1)
+    managed_by: str | None = defaulted(MANAGED_BY_DEFAULT, max_length=253)
+
+
+class JobStatus(Model):
+    name: str
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    active: int = 0
+    suspended: int = 0
+
+
+class TrainJobStatus(OpenModel):
+    conditions: list[Condition] | None = None
+    jobs_status: list[JobStatus] | None = None
+    trainer_status: dict[str, Any] | None = None
+
+
+class TrainJob(Model):
+    api_version: str = API_VERSION
+    kind: Literal["TrainJob"] = KIND_TRAINJOB
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TrainJobSpec
+    status: TrainJobStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in (self.status.conditions if self.status else None) or []:
+            if c.type == type_:
+                return c
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return any(
+            (c := self.condition(t)) is not None and c.status == "True" for t in ("Complete", "Failed")
+        )
+
+    @property
+    def state(self) -> str:
+        """The kubectl ``STATE`` column: the type of the last condition, or empty."""
+        conds = (self.status.conditions if self.status else None) or []
+        return conds[-1].type if conds else ""
+
+
+Manifest = Any  # TrainJob | TrainingRuntime | ClusterTrainingRuntime; kept loose to avoid import cycles
+State = Literal["Suspended", "Complete", "Failed", ""]

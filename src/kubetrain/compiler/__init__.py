@@ -1,0 +1,32 @@
+"""The compiler: TrainJob + runtime -> the objects the cluster gets (JobSet, PodGroup, MPI objects, snapshot).
+
+Pure and deterministic: no I/O, no clock and no randomness except through the injected ``keygen``.
+
+Public contract (backends rely on it):
+
+``compile_trainjob(trainjob, runtime, *, keygen) -> list[dict]``
+    Kubernetes objects as plain dicts, dependencies first: runtime snapshot ConfigMap, MPI SSH Secret,
+    MPI hostfile ConfigMap, PodGroup, JobSet. Every object carries a controller ownerReference to the TrainJob.
+    Raises ``CompileError`` (a ``KubetrainError``) when the pair cannot be compiled.
+
+``validate_trainjob(trainjob, runtime, *, old=None) -> Result``
+    Schema-level checks of the TrainJob plus every check that needs the runtime (plugins' Validate, ancestor
+    steps, deprecated-runtime warnings). This is what both ``kubetrain validate`` and the admission webhook call.
+
+``resolve_runtime(trainjob, runtimes) -> tuple[runtime | None, Result]``
+    Finds the runtime a TrainJob references among the given ones, with namespace rules.
+"""
+
+from kubetrain.compiler.compile import compile_trainjob, validate_trainjob
+from kubetrain.compiler.keys import KeyGen, SSHKeyPair, ecdsa_keygen, fixed_keygen
+from kubetrain.compiler.resolve import resolve_runtime
+
+__all__ = [
+    "KeyGen",
+    "SSHKeyPair",
+    "compile_trainjob",
+    "ecdsa_keygen",
+    "fixed_keygen",
+    "resolve_runtime",
+    "validate_trainjob",
+]
