@@ -1,0 +1,261 @@
+"""Object-level validation (what the CRD schema, CEL rules and runtime webhooks check upstream).
+
+Pure functions returning ``Result``; every finding names a field path, what was expected and a fix.
+Checks that need both a TrainJob and its runtime live in ``kubetrain.compiler.validate_trainjob``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kubetrain.api import constants as c
+from kubetrain.api.errors import Result
+from kubetrain.api.runtime import AnyRuntime
+from kubetrain.api.trainjob import TrainJob
+
+_RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def deprecation_warning(runtime: AnyRuntime, *, referenced: bool) -> str | None:
+    if runtime.labels.get(c.LABEL_SUPPORT) != c.SUPPORT_DEPRECATED:
+        return None
+    prefix = "Referenced " if referenced else ""
+    return (
+        f'{prefix}{runtime.kind} "{runtime.name}" is deprecated and will be removed in a future release of '
+        f"Kubeflow Trainer. See runtime deprecation policy: {c.DEPRECATION_POLICY_URL}"
+    )
+
+
+def _name_rules(result: Result, name: str | None, kind: str) -> None:
+    if not name:
+        result.error("metadata.name", f"a {kind} needs a name", "set metadata.name")
+        return
+    if kind == c.KIND_TRAINJOB:
+        if not _RFC1035.match(name):
+            result.error(
+                "metadata.name",
+                f"metadata.name must match RFC 1035 DNS label format, got {name!r}",
+                "use lowercase letters, digits and '-', starting with a letter and ending with a letter or digit",
+            )
+        if len(name) > 63:
+            result.error(
+                "metadata.name",
+                f"metadata.name must be no more than 63 characters (got {len(name)})",
+                "shorten the name: it becomes part of every pod hostname",
+            )
+    elif not _DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
+        result.error(
+            "metadata.name",
+            f"{name!r} is not a valid object name (lowercase RFC 1123 subdomain)",
+            "use lowercase letters, digits, '-' and '.'",
+        )
+
+
+def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None) -> Result:
+    """Schema- and CEL-level rules of a TrainJob on its own (plus immutability against ``old``)."""
+    result = Result()
+    _name_rules(result, trainjob.metadata.name, c.KIND_TRAINJOB)
+    spec = trainjob.spec
+    if spec.managed_by is not None and spec.managed_by not in c.MANAGED_BY_ALLOWED:
+        result.error(
+            "spec.managedBy",
+            f"ManagedBy must be {c.MANAGED_BY_DEFAULT} or {c.MANAGED_BY_MULTIKUEUE} if set, got {spec.managed_by!r}",
+            "remove spec.managedBy to let kubetrain manage the job",
+        )
+    init = spec.initializer
+    for field in ("dataset", "model"):
+        part = getattr(init, field) if init else None
+        uri = part.storage_uri if part else None
+        if uri and not _URI.match(uri):
+            result.error(
+                f"spec.initializer.{field}.storageUri",
+                f"storageUri may be empty, or it must be a valid URI (scheme://...), got {uri!r}",
+                "write it as hf://org/name, s3://bucket/path, ...",
+            )
+    t = spec.trainer
+    if t is not None and isinstance(t.num_proc_per_node, int) and t.num_proc_per_node < 1:
+        result.error(
+            "spec.trainer.numProcPerNode",
+            f"numProcPerNode must be greater than or equal to 1, got {t.num_proc_per_node}",
+            "use a positive integer, or auto / cpu / gpu",
+        )
+    if t is not None:
+        names = [e.name for e in t.env or []]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            result.error("spec.trainer.env", f"duplicate env name {dup!r}", "keep one entry per name")
+    if spec.pod_template_overrides and spec.runtime_patches:
+        result.warn(
+            "spec.podTemplateOverrides",
+            "both podTemplateOverrides (v2.1) and runtimePatches (v2.2+) are set; overrides apply after patches",
+            "move the overrides into runtimePatches",
+        )
+    if old is not None:
+        _immutable(result, trainjob, old)
+    return result
+
+
+def _immutable(result: Result, new: TrainJob, old: TrainJob) -> None:
+    pairs = {
+        "spec.runtimeRef": (new.spec.runtime_ref, old.spec.runtime_ref),
+        "spec.initializer": (new.spec.initializer, old.spec.initializer),
+        "spec.trainer": (new.spec.trainer, old.spec.trainer),
+        "spec.managedBy": (new.spec.managed_by, old.spec.managed_by),
+        "spec.activeDeadlineSeconds": (new.spec.active_deadline_seconds, old.spec.active_deadline_seconds),
+    }
+    for path, (a, b) in pairs.items():
+        if a != b:
+            result.error(path, "field is immutable", "delete and re-create the TrainJob to change it")
+    if (new.spec.runtime_patches or []) != (old.spec.runtime_patches or []) and not (
+        new.spec.suspend or old.spec.suspend
+    ):
+        result.error(
+            "spec.runtimePatches",
+            "RuntimePatches can only be modified when the TrainJob is suspended before or after the update",
+            "set spec.suspend: true in the same update",
+        )
+
+
+def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = None) -> Result:
+    """Rules for a TrainingRuntime or ClusterTrainingRuntime on its own."""
+    result = Result()
+    _name_rules(result, runtime.metadata.name, runtime.kind)
+    spec = runtime.spec
+    ml = spec.ml_policy
+    if ml is not None:
+        chosen = ml.frameworks()
+        if len(chosen) > 1:
+            result.error(
+                "spec.mlPolicy",
+                f"Only one of the policy can be configured (found {', '.join(chosen)})",
+                "keep exactly one of torch, mpi, jax, xgboost",
+            )
+        if ml.flux is not None:
+            result.error("spec.mlPolicy.flux", "the Flux policy is not supported by kubetrain", "use mpi or torch")
+        if ml.torch is not None and ml.torch.elastic_policy is not None and ml.num_nodes is not None:
+            result.error(
+                "spec.mlPolicy.numNodes",
+                "numNodes should not be set if torch.elasticPolicy is configured",
+                "remove numNodes and set elasticPolicy.minNodes/maxNodes",
+            )
+        npp = ml.torch.num_proc_per_node if ml.torch else None
+        if isinstance(npp, int) and npp < 1:
+            result.error(
+                "spec.mlPolicy.torch.numProcPerNode",
+                "NumProcPerNode must be equal to auto, cpu, gpu, or int value",
+                "use a positive integer or auto / cpu / gpu",
+            )
+        for i, target in enumerate((ml.torch.env_injection.targets if ml.torch and ml.torch.env_injection else
+                                    None) or []):
+            if c.NODE in target.container_names:
+                result.error(
+                    f"spec.mlPolicy.torch.envInjection.targets[{i}].containerNames",
+                    "containerNames must not include the main node container because PET_* envs are always "
+                    "injected into it",
+                    "remove 'node' from containerNames",
+                )
+    pgp = spec.pod_group_policy
+    if pgp is not None and pgp.coscheduling is not None and pgp.volcano is not None:
+        result.error(
+            "spec.podGroupPolicy", "only one of coscheduling and volcano may be set", "keep one gang scheduler"
+        )
+    _replicated_jobs(result, runtime)
+    if c.LABEL_FRAMEWORK not in runtime.labels:
+        result.warn(
+            f"metadata.labels[{c.LABEL_FRAMEWORK}]",
+            f"{runtime.kind} \"{runtime.name}\" has no {c.LABEL_FRAMEWORK} label: the Kubeflow SDK will not "
+            "list it",
+            f"add the label, e.g. {c.LABEL_FRAMEWORK}: torch",
+        )
+    warning = deprecation_warning(runtime, referenced=False)
+    if warning:
+        result.warn(f"metadata.labels[{c.LABEL_SUPPORT}]", warning)
+    return result
+
+
+def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
+    js = runtime.spec.template.spec
+    base = "spec.template.spec.replicatedJobs"
+    names = [rj.name for rj in js.replicated_jobs]
+    if not names:
+        result.error(base, "a runtime needs at least one replicated job", "add e.g. a `node` replicated job")
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        result.error(base, f"duplicate replicated job name {dup!r}", "give every replicated job its own name")
+    ancestors: dict[str, str] = {}
+    for i, rj in enumerate(js.replicated_jobs):
+        path = f"{base}[{i}]"
+        labels = (rj.template.metadata.labels if rj.template.metadata else None) or {}
+        ancestor = labels.get(c.LABEL_ANCESTOR)
+        pod = rj.template.spec.template.spec
+        containers = pod.get("containers")
+        cpath = f"{path}.template.spec.template.spec.containers"
+        if not isinstance(containers, list) or not containers:
+            result.error(cpath, "a pod template needs at least one container", "add a container with name and image")
+            containers = []
+        for k, cont in enumerate(containers):
+            if not isinstance(cont, dict) or not cont.get("name"):
+                result.error(f"{cpath}[{k}].name", "every container needs a name", "set name: node")
+        if ancestor is not None:
+            if ancestor not in c.ANCESTORS:
+                result.warn(
+                    f"{path}.template.metadata.labels[{c.LABEL_ANCESTOR}]",
+                    f"unknown ancestor step {ancestor!r}; kubetrain ignores it",
+                    f"use one of {', '.join(c.ANCESTORS)}",
+                )
+                continue
+            if ancestor in ancestors:
+                result.warn(
+                    f"{path}.template.metadata.labels[{c.LABEL_ANCESTOR}]",
+                    f"replicated jobs {ancestors[ancestor]!r} and {rj.name!r} both carry ancestor {ancestor!r}; "
+                    "only the first receives the TrainJob's values",
+                    "label only one replicated job per step",
+                )
+            ancestors.setdefault(ancestor, rj.name)
+            if rj.replicas not in (None, 1):
+                result.error(f"{path}.replicas", f"always must be 1 (got {rj.replicas})", "set replicas: 1")
+            required = c.NODE if ancestor == c.ANCESTOR_TRAINER else ancestor
+            if not any(isinstance(x, dict) and x.get("name") == required for x in containers):
+                result.error(
+                    cpath,
+                    f"must contain the required container for the ancestor: {ancestor} (a container named "
+                    f"{required!r})",
+                    f"rename the step's main container to {required!r}",
+                )
+        for j, dep in enumerate(rj.depends_on or []):
+            if dep.name not in names:
+                result.error(
+                    f"{path}.dependsOn[{j}].name",
+                    f"depends on replicated job {dep.name!r}, which does not exist",
+                    f"use one of: {', '.join(n for n in names if n != rj.name)}",
+                )
+            elif names.index(dep.name) >= i:
+                result.error(
+                    f"{path}.dependsOn[{j}].name",
+                    f"{dep.name!r} must come before {rj.name!r}: JobSet starts replicated jobs in order",
+                    f"move {dep.name!r} above {rj.name!r}",
+                )
+        if rj.depends_on and js.startup_policy is not None:
+            result.error(
+                f"{path}.dependsOn",
+                "StartupPolicy and DependsOn APIs are mutually exclusive",
+                "remove spec.template.spec.startupPolicy",
+            )
+    if js.success_policy is not None:
+        for j, target in enumerate(js.success_policy.target_replicated_jobs or []):
+            if target not in names:
+                result.error(
+                    f"spec.template.spec.successPolicy.targetReplicatedJobs[{j}]",
+                    f"replicated job {target!r} does not exist",
+                    f"use one of: {', '.join(names)}",
+                )
+    trainers = [rj.name for rj in js.replicated_jobs if
+                ((rj.template.metadata.labels if rj.template.metadata else None) or {}).get(c.LABEL_ANCESTOR)
+                == c.ANCESTOR_TRAINER]
+    if runtime.spec.ml_policy is not None and not trainers and names:
+        result.warn(
+            base,
+            f"no replicated job is labelled {c.LABEL_ANCESTOR}: trainer, so a TrainJob's trainer settings "
+            "(image, command, numNodes, env) have nowhere to go",
+            f"label the training job with {c.LABEL_ANCESTOR}: trainer",
+        )

@@ -1,0 +1,102 @@
+"""Run the plugins in their fixed phase order: TrainJob + runtime -> Kubernetes objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubetrain.api import constants as c
+from kubetrain.api.errors import CompileError, Result
+from kubetrain.api.runtime import AnyRuntime
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.api.validation import deprecation_warning, validate_trainjob_object
+from kubetrain.compiler.framework import (
+    BuildPlugin,
+    MLPolicyPlugin,
+    PodGroupPolicyPlugin,
+    PreBuildPlugin,
+    ValidatePlugin,
+)
+from kubetrain.compiler.info import Info, build_info
+from kubetrain.compiler.keys import KeyGen
+from kubetrain.compiler.plugins.jobset import JobSet
+from kubetrain.compiler.plugins.mpi import MPI
+from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
+from kubetrain.compiler.plugins.simple import JAX, PlainML, XGBoost
+from kubetrain.compiler.plugins.snapshot import Snapshot
+from kubetrain.compiler.plugins.torch import Torch
+
+# One instance of each plugin; phase lists below fix the order within a phase.
+_TORCH, _MPI, _PLAIN, _JAX, _XGB = Torch(), MPI(), PlainML(), JAX(), XGBoost()
+_COSCHED, _VOLCANO, _JOBSET, _SNAPSHOT = Coscheduling(), Volcano(), JobSet(), Snapshot()
+
+ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB)
+POD_GROUP_POLICY: tuple[PodGroupPolicyPlugin, ...] = (_COSCHED, _VOLCANO)
+PRE_BUILD: tuple[PreBuildPlugin, ...] = (_JOBSET,)
+# Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists.
+BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET)
+VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _VOLCANO)
+
+
+def _check_supported(runtime: AnyRuntime) -> None:
+    ml = runtime.spec.ml_policy
+    if ml is not None and ml.flux is not None:
+        raise CompileError(
+            "spec.mlPolicy.flux", "the Flux policy is not supported by kubetrain", "use mpi or torch instead"
+        )
+    if ml is not None and len(ml.frameworks()) > 1:
+        raise CompileError(
+            "spec.mlPolicy", "Only one of the policy can be configured", "keep one of torch, mpi, jax, xgboost"
+        )
+
+
+def enforce(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
+    """Build the Info and run every phase up to (not including) build."""
+    _check_supported(runtime)
+    info = build_info(trainjob, runtime)
+    for ml in ML_POLICY:
+        ml.enforce_ml_policy(info)
+    for pg in POD_GROUP_POLICY:
+        pg.enforce_pod_group_policy(info)
+    for pre in PRE_BUILD:
+        pre.pre_build(info)
+    return info
+
+
+def compile_trainjob(trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen) -> list[dict[str, Any]]:
+    """The objects the cluster gets for this TrainJob, dependencies first (see ``kubetrain.compiler``)."""
+    info = enforce(trainjob, runtime)
+    if len(info.pod_sets) == 0:
+        raise CompileError(
+            "spec.template.spec.replicatedJobs",
+            f'runtime "{runtime.name}" has no replicated jobs',
+            "add at least one replicated job to the runtime template",
+        )
+    objects: list[dict[str, Any]] = []
+    for builder in BUILD:
+        objects.extend(builder.build(info, keygen))
+    return objects
+
+
+def validate_trainjob(trainjob: TrainJob, runtime: AnyRuntime | None, *, old: TrainJob | None = None) -> Result:
+    """Everything ``kubetrain validate`` and the admission webhook check for a TrainJob."""
+    result = validate_trainjob_object(trainjob, old=old)
+    if runtime is None:
+        return result
+    if runtime.kind == c.KIND_TRAINING_RUNTIME and (runtime.metadata.namespace or "default") != trainjob.namespace:
+        result.error(
+            "spec.runtimeRef",
+            f'TrainingRuntime "{runtime.name}" is in namespace "{runtime.metadata.namespace}", but TrainJob '
+            f'"{trainjob.name}" is in "{trainjob.namespace}"; a TrainingRuntime serves only its own namespace',
+            "create the TrainJob in that namespace, or publish the runtime as a ClusterTrainingRuntime",
+        )
+    warning = deprecation_warning(runtime, referenced=True)
+    if warning:
+        result.warn("spec.runtimeRef", warning)
+    try:
+        info = enforce(trainjob, runtime)
+    except CompileError as exc:
+        result.errors.append(exc.finding)
+        return result
+    for plugin in VALIDATE:
+        result.extend(plugin.validate(info, old))
+    return result

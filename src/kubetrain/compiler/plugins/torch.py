@@ -1,0 +1,150 @@
+"""Torch: node count, numProcPerNode resolution, ``PET_*`` env for torchrun, elastic rendezvous."""
+
+from __future__ import annotations
+
+from kubetrain.api import constants as c
+from kubetrain.api.errors import Result
+from kubetrain.api.runtime import ElasticPolicy
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.compiler import env as e
+from kubetrain.compiler.errors import CompileError
+from kubetrain.compiler.info import Info, PodSet, cpu_count
+from kubetrain.compiler.plugins import torchtune
+
+
+def applies(info: Info) -> bool:
+    return info.ml_policy is not None and info.ml_policy.torch is not None
+
+
+def resolve_num_proc(info: Info) -> str:
+    """``PET_NPROC_PER_NODE``: an int as a string, ``auto`` (GPUs present) or ``gpu``."""
+    assert info.ml_policy is not None and info.ml_policy.torch is not None
+    value: int | str = info.ml_policy.torch.num_proc_per_node or "auto"
+    trainer = info.trainjob.spec.trainer
+    if trainer is not None and trainer.num_proc_per_node is not None:
+        value = trainer.num_proc_per_node
+    if isinstance(value, int):
+        return str(value)
+    if value == "gpu":
+        return "gpu"
+    if value == "auto" and info.gpu_count() > 0:
+        return "auto"
+    return str(max(1, cpu_count(info.effective_resources())))
+
+
+def elastic_bounds(policy: ElasticPolicy, count: int) -> tuple[int, int]:
+    lo = policy.min_nodes if policy.min_nodes is not None else count
+    hi = policy.max_nodes if policy.max_nodes is not None else max(count, lo)
+    return lo, hi
+
+
+class Torch:
+    name = "Torch"
+
+    def enforce_ml_policy(self, info: Info) -> None:
+        if not applies(info):
+            return
+        assert info.ml_policy is not None and info.ml_policy.torch is not None
+        policy = info.ml_policy.torch
+        trainer_ps = info.trainer()
+        tj = info.trainjob.spec.trainer
+        if trainer_ps is not None:
+            if tj is not None and tj.num_nodes is not None:
+                trainer_ps.count = tj.num_nodes
+            elif policy.elastic_policy is not None and info.ml_policy.num_nodes is None:
+                ep = policy.elastic_policy
+                trainer_ps.count = ep.max_nodes or ep.min_nodes or 1
+        nproc = resolve_num_proc(info)
+        count = trainer_ps.count if trainer_ps is not None else 1
+        nnodes = str(count)
+        if policy.elastic_policy is not None:
+            lo, hi = elastic_bounds(policy.elastic_policy, count)
+            nnodes = f"{lo}:{hi}"
+
+        tune = torchtune.is_torchtune(info.trainjob)
+        node = trainer_ps.container(c.NODE) if trainer_ps is not None else None
+        if tj is not None and node is not None:
+            e.upsert_envs(node, [x.to_wire() for x in tj.env or []])
+            self._inject(info, node, nnodes, nproc, master=not tune)
+            if tune:
+                torchtune.mutate_command(info, nproc)
+            e.add_port(node)
+
+        for target in (policy.env_injection.targets if policy.env_injection else None) or []:
+            ps = info.by_name(target.job_name)
+            for cname in target.container_names:
+                container = ps.any_container(cname) if ps is not None else None
+                if container is None:
+                    raise CompileError(
+                        "spec.runtimeRef",
+                        f'envInjection target podSet "{target.job_name}" container "{cname}" '
+                        "not found in runtime template",
+                    )
+                self._inject(info, container, nnodes, nproc, master=True)
+
+    def _inject(self, info: Info, container: dict[str, object], nnodes: str, nproc: str, master: bool) -> None:
+        e.set_env(container, c.PET_NNODES, nnodes)
+        e.set_env(container, c.PET_NPROC_PER_NODE, nproc)
+        e.set_env_from_index(container, c.PET_NODE_RANK)
+        if master:
+            e.set_env(container, c.PET_MASTER_ADDR, info.master_host())
+            e.set_env(container, c.PET_MASTER_PORT, str(c.DEFAULT_PORT))
+        assert info.ml_policy is not None and info.ml_policy.torch is not None
+        ep = info.ml_policy.torch.elastic_policy
+        if ep is not None:
+            # Elastic training needs a dynamic rendezvous: c10d hosted by the first node.
+            e.set_env(container, c.PET_RDZV_BACKEND, "c10d")
+            e.set_env(container, c.PET_RDZV_ENDPOINT, f"{info.master_host()}:{c.DEFAULT_PORT}")
+            e.set_env(container, c.PET_RDZV_ID, info.name)
+            e.set_env(container, c.PET_MAX_RESTARTS, str(ep.max_restarts if ep.max_restarts is not None else 3))
+
+    def validate(self, info: Info, old: TrainJob | None) -> Result:
+        result = Result()
+        if not applies(info):
+            return result
+        assert info.ml_policy is not None and info.ml_policy.torch is not None
+        policy = info.ml_policy.torch
+        tj = info.trainjob.spec.trainer
+        reserved = set(c.TORCH_RESERVED_ENV)
+        if policy.elastic_policy is not None:
+            reserved |= set(c.TORCH_ELASTIC_RESERVED_ENV)
+        names = sorted({x.name for x in (tj.env if tj else None) or [] if x.name in reserved})
+        if names:
+            result.error(
+                "spec.trainer.env",
+                f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
+                "remove them: the torch runtime sets them from numNodes/numProcPerNode",
+            )
+        for target in (policy.env_injection.targets if policy.env_injection else None) or []:
+            ps = info.by_name(target.job_name)
+            for cname in target.container_names:
+                if ps is None or ps.any_container(cname) is None:
+                    result.error(
+                        "spec.runtimeRef",
+                        f'envInjection target podSet "{target.job_name}" container "{cname}" '
+                        "not found in runtime template",
+                        "fix mlPolicy.torch.envInjection in the runtime",
+                    )
+        ep = policy.elastic_policy
+        trainer_ps = info.trainer()
+        if ep is not None and trainer_ps is not None:
+            lo, hi = elastic_bounds(ep, trainer_ps.count)
+            if lo > hi:
+                result.error(
+                    "spec.mlPolicy.torch.elasticPolicy",
+                    f"minNodes ({lo}) must not exceed maxNodes ({hi})",
+                    "swap or correct the bounds",
+                )
+            if tj is not None and tj.num_nodes is not None and not lo <= tj.num_nodes <= hi:
+                result.error(
+                    "spec.trainer.numNodes",
+                    f"must be between elasticPolicy minNodes ({lo}) and maxNodes ({hi}), got {tj.num_nodes}",
+                    f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes",
+                )
+        if torchtune.is_torchtune(info.trainjob):
+            result.extend(torchtune.validate(info))
+        return result
+
+
+def trainer_pod_set(info: Info) -> PodSet | None:
+    return info.trainer()

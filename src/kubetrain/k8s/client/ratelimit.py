@@ -1,0 +1,42 @@
+"""Client-side rate limiting: a token bucket, the same model as client-go's QPS/burst limiter."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+
+class TokenBucket:
+    """Allows ``burst`` requests at once, then ``qps`` per second on average.
+
+    ``qps <= 0`` disables limiting. Waiters are served in arrival order because each caller reserves its
+    slot (possibly in the future) before sleeping, so a burst of callers cannot starve an earlier one.
+    """
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._tokens = float(self.burst)
+        self._last = self._now()
+
+    def _now(self) -> float:
+        return self._clock()
+
+    def reserve(self) -> float:
+        """Take one token; returns how many seconds the caller must wait before using it."""
+        if self.qps <= 0:
+            return 0.0
+        now = self._now()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1.0
+        if self._tokens >= 0:
+            return 0.0
+        return -self._tokens / self.qps
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)

@@ -1,0 +1,161 @@
+"""Container environment as the kubelet builds it: ``value``, downward-API ``fieldRef``, ``resourceFieldRef``,
+``secretKeyRef``/``configMapKeyRef``, ``envFrom`` and ``$(VAR)`` expansion."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kubetrain.api import KubetrainError
+
+_FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+
+
+class EnvError(KubetrainError):
+    pass
+
+
+class ObjectIndex:
+    """The ConfigMaps and Secrets a pod can reference: the compiled ones and those applied by the user."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self._by_key: dict[tuple[str, str], dict[str, Any]] = {}
+        for o in objects:
+            if o.get("kind") in ("ConfigMap", "Secret"):
+                self._by_key[(o["kind"], o["metadata"]["name"])] = o
+
+    def data(self, kind: str, name: str) -> dict[str, bytes] | None:
+        obj = self._by_key.get((kind, name))
+        if obj is None:
+            return None
+        out: dict[str, bytes] = {}
+        if kind == "Secret":
+            for k, v in (obj.get("data") or {}).items():
+                out[k] = base64.b64decode(v)
+        else:
+            for k, v in (obj.get("binaryData") or {}).items():
+                out[k] = base64.b64decode(v)
+            for k, v in (obj.get("data") or {}).items():
+                out[k] = str(v).encode()
+        for k, v in (obj.get("stringData") or {}).items():
+            out[k] = str(v).encode()
+        return out
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: unknown references stay as written, ``$$`` escapes ``$``."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR_REF.sub(sub, text)
+
+
+def field_ref(path: str, meta: dict[str, Any], *, pod_ip: str, host_ip: str, node_name: str) -> str:
+    m = _FIELD_KEY.match(path)
+    if m:
+        return str((meta.get(m.group(1)) or {}).get(m.group(2), ""))
+    simple = {
+        "metadata.name": meta.get("name", ""),
+        "metadata.namespace": meta.get("namespace", ""),
+        "metadata.uid": meta.get("uid", ""),
+        "spec.nodeName": node_name,
+        "spec.serviceAccountName": "default",
+        "status.hostIP": host_ip,
+        "status.hostIPs": host_ip,
+        "status.podIP": pod_ip,
+        "status.podIPs": pod_ip,
+    }
+    if path not in simple:
+        raise EnvError(f"fieldRef.fieldPath {path!r} is not supported by the local backend")
+    return str(simple[path])
+
+
+def _key_ref(kind: str, ref: dict[str, Any], index: ObjectIndex, where: str) -> str | None:
+    data = index.data(kind, ref.get("name", ""))
+    optional = bool(ref.get("optional"))
+    if data is None:
+        if optional:
+            return None
+        raise EnvError(
+            f"{where}: {kind} {ref.get('name')!r} not found (apply it with `kubetrain apply -f` or mark the "
+            "reference optional)"
+        )
+    if ref.get("key") not in data:
+        if optional:
+            return None
+        raise EnvError(f"{where}: key {ref.get('key')!r} not found in {kind} {ref.get('name')!r}")
+    return data[ref["key"]].decode(errors="replace")
+
+
+def _resource(ref: dict[str, Any], container: dict[str, Any]) -> str:
+    res = ref.get("resource", "")
+    section, _, name = res.partition(".")
+    value = ((container.get("resources") or {}).get(section) or {}).get(name)
+    if value is None:
+        return "0"
+    return str(value)
+
+
+def container_env(
+    container: dict[str, Any],
+    meta: dict[str, Any],
+    index: ObjectIndex,
+    *,
+    base: Mapping[str, str],
+    pod_ip: str,
+    host_ip: str = "127.0.0.1",
+    node_name: str = "localhost",
+    where: str,
+) -> dict[str, str]:
+    """``base`` is what the "image" provides (the local Python environment); the container's env overrides it."""
+    env = dict(base)
+    declared: dict[str, str] = {}
+    for i, src in enumerate(container.get("envFrom") or []):
+        prefix = src.get("prefix", "")
+        for kind, key in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+            ref = src.get(key)
+            if not ref:
+                continue
+            data = index.data(kind, ref.get("name", ""))
+            if data is None:
+                if ref.get("optional"):
+                    continue
+                raise EnvError(f"{where}.envFrom[{i}].{key}: {kind} {ref.get('name')!r} not found")
+            for k, v in data.items():
+                declared[prefix + k] = v.decode(errors="replace")
+    for i, var in enumerate(container.get("env") or []):
+        name = var["name"]
+        path = f"{where}.env[{i}]"
+        vf = var.get("valueFrom")
+        if vf is None:
+            # Expansion sees only variables declared earlier in the list, like the kubelet.
+            declared[name] = expand(str(var.get("value", "")), declared)
+            continue
+        value: str | None
+        if "fieldRef" in vf:
+            value = field_ref(vf["fieldRef"]["fieldPath"], meta, pod_ip=pod_ip, host_ip=host_ip,
+                              node_name=node_name)
+        elif "resourceFieldRef" in vf:
+            value = _resource(vf["resourceFieldRef"], container)
+        elif "secretKeyRef" in vf:
+            value = _key_ref("Secret", vf["secretKeyRef"], index, f"{path}.valueFrom.secretKeyRef")
+        elif "configMapKeyRef" in vf:
+            value = _key_ref("ConfigMap", vf["configMapKeyRef"], index, f"{path}.valueFrom.configMapKeyRef")
+        else:
+            raise EnvError(f"{path}.valueFrom: unsupported source {sorted(vf)}")
+        if value is not None:
+            declared[name] = value
+    env.update(declared)
+    return env
+
+
+def command_line(container: dict[str, Any], env: Mapping[str, str]) -> list[str]:
+    argv = [expand(a, env) for a in (container.get("command") or [])]
+    argv += [expand(a, env) for a in (container.get("args") or [])]
+    return argv

@@ -1,0 +1,238 @@
+"""Starting, probing and stopping one pod's containers as sandboxed process groups."""
+
+from __future__ import annotations
+
+import fnmatch
+import http.client
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubetrain.api import KubetrainError
+from kubetrain.local import paths, rsh
+from kubetrain.local.env import ObjectIndex, command_line, container_env
+from kubetrain.local.namespaces import bwrap_argv
+from kubetrain.local.plan import PodPlan
+from kubetrain.local.volumes import container_binds
+
+# Variables of the supervisor's own environment that describe *its* distributed context, never a pod's.
+_SCRUB_PREFIXES = ("PET_", "OMPI_", "PMIX_", "TORCHELASTIC_", "KUBETRAIN_", "I_MPI_", "HYDRA_")
+_SCRUB = {"CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+          "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "HOSTNAME"}
+
+
+class PodError(KubetrainError):
+    pass
+
+
+def proc_start_time(pid: int) -> str | None:
+    """Kernel start time of ``pid``: with the pid it identifies a process even after pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int | None, start: str | None) -> bool:
+    return pid is not None and start is not None and proc_start_time(pid) == start
+
+
+def kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def image_env_prefix(image: str | None) -> str:
+    """The Python environment standing in for ``image``: ``$KUBETRAIN_HOME/images.yaml`` maps image globs to
+    environment prefixes (``"pytorch/pytorch:*": /opt/venvs/torch``); the default is the current environment."""
+    mapping_file = paths.home() / "images.yaml"
+    if image and mapping_file.exists():
+        mapping = yaml.safe_load(mapping_file.read_text()) or {}
+        if not isinstance(mapping, dict):
+            raise PodError(f"{mapping_file}: expected a mapping of image pattern to environment directory")
+        for pattern, prefix in mapping.items():
+            if fnmatch.fnmatchcase(image, str(pattern)):
+                return str(Path(str(prefix)).expanduser())
+    return sys.prefix
+
+
+def base_env(image: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith(_SCRUB_PREFIXES)}
+    prefix = image_env_prefix(image)
+    env["PATH"] = f"{prefix}/bin:{env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def rsh_agent() -> str:
+    """A stable executable for OpenMPI's ``plm_rsh_agent`` (it must be one path, not a command line)."""
+    path = paths.home() / "bin" / "kubetrain-rsh"
+    text = f"#!{sys.executable}\nfrom kubetrain.local.rsh import main\nmain()\n"
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(path)
+    return str(path)
+
+
+@dataclass
+class Container:
+    name: str
+    spec: dict[str, Any]
+    argv: list[str]
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+    ready: bool = False
+    next_probe: float = 0.0
+    failures: int = 0
+
+
+@dataclass
+class PodContext:
+    """Everything about the TrainJob a pod needs to start."""
+
+    namespace: str
+    uid: str
+    netns: str
+    hosts_file: str
+    workdir: str
+    index: ObjectIndex
+    mpi: bool
+    rsh_port: int
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _is_sshd(argv: list[str]) -> bool:
+    return bool(argv) and os.path.basename(argv[0]) == "sshd"
+
+
+def prepare_container(
+    pod: PodPlan, c: dict[str, Any], ctx: PodContext, *, restart_attempt: int, where: str, gpus: list[int] | None
+) -> Container:
+    meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
+    env = container_env(c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, where=where)
+    env.update(ctx.extra_env)
+    env["HOSTNAME"] = pod.name
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    argv = command_line(c, env)
+    if ctx.mpi:
+        env.update({
+            "OMPI_MCA_plm_rsh_agent": rsh_agent(),
+            rsh.PORT_ENV: str(ctx.rsh_port),
+            # Pods of one TrainJob reach each other over loopback addresses inside their network namespace.
+            "OMPI_MCA_btl_tcp_if_include": "lo",
+            "OMPI_MCA_oob_tcp_if_include": "lo",
+            "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+        })
+        if os.geteuid() == 0:
+            env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        serve = [sys.executable, "-m", "kubetrain.local.rsh", "serve"]
+        if _is_sshd(argv):
+            # The runtime's sshd is replaced by the local transport, which also answers the tcp readiness probe.
+            argv = serve
+        elif argv:
+            argv = ["/bin/sh", "-c", f'{shlex.join(serve)} & exec "$@"', "kubetrain-pod", *argv]
+    if not argv:
+        raise PodError(
+            f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
+            "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
+        )
+    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env)
+
+
+def start_container(
+    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], tmp_dir: Path, log: Path,
+    where: str,
+) -> None:
+    binds = container_binds(container.spec, volumes, where)
+    argv = bwrap_argv(
+        netns=ctx.netns, hostname=pod.name, binds=binds, tmp_dir=str(tmp_dir), hosts_file=ctx.hosts_file,
+        chdir=container.spec.get("workingDir") or ctx.workdir, command=container.argv,
+    )
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab", buffering=0) as out:
+        container.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=container.env,
+            start_new_session=True,
+        )
+
+
+def stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """SIGTERM every process group, then SIGKILL what is left after ``grace`` seconds."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        kill_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        live = [p for p in live if p.poll() is None]
+        time.sleep(0.02)
+    for p in live:
+        kill_group(p.pid, signal.SIGKILL)
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _port(probe: dict[str, Any], container: dict[str, Any]) -> int:
+    port = probe.get("port")
+    if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+        return int(port)
+    for p in container.get("ports") or []:
+        if p.get("name") == port:
+            return int(p["containerPort"])
+    raise PodError(f"readinessProbe port {port!r} is neither a number nor a named port of the container")
+
+
+def run_probe(probe: dict[str, Any], container: Container, address: str) -> bool:
+    """One readiness check. Runs on a thread that is inside the TrainJob's network namespace."""
+    timeout = float(probe.get("timeoutSeconds", 1))
+    if "tcpSocket" in probe:
+        host = probe["tcpSocket"].get("host") or address
+        try:
+            with socket.create_connection((host, _port(probe["tcpSocket"], container.spec)), timeout=timeout):
+                return True
+        except OSError:
+            return False
+    if "httpGet" in probe:
+        g = probe["httpGet"]
+        try:
+            conn = http.client.HTTPConnection(g.get("host") or address, _port(g, container.spec), timeout=timeout)
+            conn.request("GET", g.get("path", "/"))
+            return 200 <= conn.getresponse().status < 400
+        except OSError:
+            return False
+    if "exec" in probe:
+        proc = container.proc
+        if proc is None or proc.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                inner = f.read().split()
+        except OSError:
+            return False
+        if not inner:
+            return False
+        argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
+        try:
+            return subprocess.run(argv, capture_output=True, timeout=max(timeout, 1), env=container.env,
+                                  check=False).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+    return True
