@@ -39,6 +39,23 @@ class Loaded:
     objects: list[Manifest] = field(default_factory=list)
     result: Result = field(default_factory=Result)
     sources: list[str] = field(default_factory=list)  # "file:line" of each object, same order as objects
+    lines: list[LineMap] = field(default_factory=list)  # field path -> line, same order as objects
+    files: list[str] = field(default_factory=list)
+
+    def locate(self, index: int, path: str) -> str | None:
+        """``file:line`` of a field path (``spec.trainer.numNodes``) in object ``index``, or its nearest parent."""
+        return _where(self.lines[index], parse_path(path), self.files[index])
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]|\[([^\]]+)\]")
+
+
+def parse_path(path: str) -> tuple[Any, ...]:
+    """Inverse of ``path_text``: ``a.b[0].c`` -> ``("a", "b", 0, "c")``; ``labels[x/y]`` keeps the key."""
+    out: list[Any] = []
+    for name, index, key in _PATH_PART.findall(path):
+        out.append(name if name else int(index) if index else key)
+    return tuple(out)
 
 
 def load_file(path: str | Path) -> Loaded:
@@ -56,6 +73,8 @@ def load_file(path: str | Path) -> Loaded:
             sub = load_file(child)
             loaded.objects += sub.objects
             loaded.sources += sub.sources
+            loaded.lines += sub.lines
+            loaded.files += sub.files
             loaded.result.extend(sub.result)
         return loaded
     except (OSError, UnicodeDecodeError) as exc:
@@ -88,6 +107,8 @@ def load_text(text: str, source: str = "<stdin>") -> Loaded:
         if obj is not None:
             loaded.objects.append(obj)
             loaded.sources.append(f"{source}:{line}")
+            loaded.lines.append(lines)
+            loaded.files.append(source)
     return loaded
 
 
@@ -107,6 +128,9 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Finding:
     context = getattr(exc, "context", None)
     message = f"invalid YAML: {problem}" + (f" ({context})" if context else "")
     fix = "check the indentation on this line and the one above: nested fields need more indentation"
+    if problem and "found '?'" in problem:
+        fix = ("this line is indented less than the block above it: the fields of a list item must line up with "
+               "the first field after its '- '")
     if problem and "tab" in problem:
         fix = "indent with spaces, not tabs"
     return Finding("", message, fix, source=f"{source}:{line}" if line else source)

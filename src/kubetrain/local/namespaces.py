@@ -78,7 +78,7 @@ class Bind:
     read_only: bool = False
 
 
-_SPECIAL = {"/proc", "/dev", "/sys", "/tmp"}
+_SPECIAL = {"/proc", "/dev", "/sys"}
 
 
 def _ancestors(path: str) -> list[str]:
@@ -122,7 +122,6 @@ def bwrap_argv(
     netns: str,
     hostname: str,
     binds: list[Bind],
-    tmp_dir: str,
     hosts_file: str,
     chdir: str,
     command: list[str],
@@ -131,7 +130,7 @@ def bwrap_argv(
     root: list[str] = []
     _emit_dir("/", _shadowed(binds), root)
     argv += root
-    argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", "--ro-bind", "/sys", "/sys", "--bind", tmp_dir, "/tmp"]
+    argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", "--ro-bind", "/sys", "/sys"]
     argv += ["--ro-bind", hosts_file, "/etc/hosts"]
     for b in sorted(binds, key=lambda b: len(Path(b.dest).parts)):
         argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]

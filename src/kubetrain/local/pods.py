@@ -156,12 +156,12 @@ def prepare_container(
 
 
 def start_container(
-    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], tmp_dir: Path, log: Path,
+    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], log: Path,
     where: str,
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
     argv = bwrap_argv(
-        netns=ctx.netns, hostname=pod.name, binds=binds, tmp_dir=str(tmp_dir), hosts_file=ctx.hosts_file,
+        netns=ctx.netns, hostname=pod.name, binds=binds, hosts_file=ctx.hosts_file,
         chdir=container.spec.get("workingDir") or ctx.workdir, command=container.argv,
     )
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,94 @@
+"""What the CLI verbs share: loading ``-f`` files, printing findings, exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+import click
+import yaml
+from rich.console import Console
+
+from kubetrain.api.errors import Finding, Result
+from kubetrain.api.loader import Loaded, Manifest, load_file
+
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+files_option = click.option(
+    "-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=True, allow_dash=True),
+    help="Manifest file, directory or '-' for stdin (repeatable).",
+)
+
+
+class Source:
+    """Where an object came from; ``locate(path)`` finds the line of one of its fields."""
+
+    def __init__(self, loaded: Loaded, index: int):
+        self.loaded, self.index = loaded, index
+
+    def __str__(self) -> str:
+        return self.loaded.sources[self.index]
+
+    def locate(self, path: str) -> str:
+        return self.loaded.locate(self.index, path) or str(self)
+
+
+def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
+    objects: list[Manifest] = []
+    sources: list[Source] = []
+    result = Result()
+    for f in files:
+        loaded: Loaded = load_file(f)
+        objects += loaded.objects
+        sources += [Source(loaded, i) for i in range(len(loaded.objects))]
+        result.extend(loaded.result)
+    return objects, sources, result
+
+
+def print_findings(result: Result) -> None:
+    for f in result.errors:
+        _print(f, "error", "red")
+    for f in result.warnings:
+        _print(f, "warning", "yellow")
+
+
+def _print(f: Finding, label: str, color: str) -> None:
+    where = f"{f.source}: " if f.source else ""
+    who = f"{f.obj}: " if f.obj else ""
+    path = f"{f.path}: " if f.path else ""
+    stderr.print(f"[bold {color}]{label}[/]: {where}{who}[bold]{path}[/]{f.message}", markup=True)
+    if f.fix:
+        stderr.print(f"  [dim]fix:[/] {f.fix}", markup=True)
+
+
+def fail(message: str, fix: str | None = None, code: int = 1) -> NoReturn:
+    stderr.print(f"[bold red]error[/]: {message}", markup=True)
+    if fix:
+        stderr.print(f"  [dim]fix:[/] {fix}", markup=True)
+    sys.exit(code)
+
+
+def dump(objects: list[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        return json.dumps(objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
+                                                                 "items": objects}, indent=2) + "\n"
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+def describe(obj: Manifest) -> str:
+    ns = getattr(obj.metadata, "namespace", None)
+    return f"{obj.kind} {ns + '/' if ns and obj.kind != 'ClusterTrainingRuntime' else ''}{obj.metadata.name}"
+
+
+def tag(result: Result, obj: Manifest, source: Source | None) -> Result:
+    """Attach the object and the file:line of the offending field to each finding."""
+    who = describe(obj)
+    out = Result()
+    for f in result.errors + result.warnings:
+        where = f.source or (source.locate(f.path) if source is not None else None)
+        g = Finding(f.path, f.message, f.fix, f.severity, where, f.obj or who)
+        (out.errors if g.severity == "error" else out.warnings).append(g)
+    return out

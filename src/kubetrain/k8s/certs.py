@@ -1,0 +1,348 @@
+"""Self-signed webhook certificates: a CA plus a serving certificate for ``<service>.<namespace>.svc``.
+
+The operator keeps them in a ``kubernetes.io/tls`` Secret (so every replica serves the same certificate),
+writes them to the webhook server's certificate directory, and puts the CA into the ``caBundle`` of the
+webhook configurations. Certificates are renewed ahead of expiry; a new CA is only made when the old one is
+close to expiring, and the ``caBundle`` then trusts both for the overlap.
+
+The Kubernetes API calls go through an injected ``CertClient`` (the operator's API client implements it), so
+this module is testable without a cluster. With cert-manager (Helm ``webhook.certMode=cert-manager``) none of
+this runs: cert-manager fills the Secret and the caBundle, and the server only reloads files.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+log = logging.getLogger(__name__)
+
+CA_VALIDITY = dt.timedelta(days=3650)
+CERT_VALIDITY = dt.timedelta(days=365)
+# Renew when less than this is left: long enough for a few failed attempts at an hourly check.
+RENEW_BEFORE = dt.timedelta(days=30)
+# Certificates start a little in the past so a node whose clock lags the operator's still accepts them.
+_BACKDATE = dt.timedelta(minutes=5)
+
+VALIDATING = "ValidatingWebhookConfiguration"
+MUTATING = "MutatingWebhookConfiguration"
+
+
+@dataclass(frozen=True)
+class CertBundle:
+    """PEM bytes of the CA and the serving certificate with their private keys."""
+
+    ca_cert: bytes
+    ca_key: bytes
+    cert: bytes
+    key: bytes
+
+    def not_after(self) -> dt.datetime:
+        return x509.load_pem_x509_certificate(self.cert).not_valid_after_utc
+
+
+def dns_names(service: str, namespace: str) -> list[str]:
+    """Every name the API server may use for the Service (it uses ``<svc>.<ns>.svc``)."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    # P-256: accepted by every API server and ~100x faster to generate than RSA 2048.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def generate_ca(now: dt.datetime, *, common_name: str = "kubetrain-ca", valid_for: dt.timedelta = CA_VALIDITY) -> tuple[bytes, bytes]:
+    """A self-signed CA: ``(cert_pem, key_pem)``."""
+    key = _key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + valid_for)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def generate_serving_cert(
+    ca_cert: bytes, ca_key: bytes, names: list[str], now: dt.datetime, *, valid_for: dt.timedelta = CERT_VALIDITY
+) -> tuple[bytes, bytes]:
+    """A server certificate for ``names`` signed by the CA: ``(cert_pem, key_pem)``."""
+    ca = x509.load_pem_x509_certificate(ca_cert)
+    signer = serialization.load_pem_private_key(ca_key, password=None)
+    assert isinstance(signer, ec.EllipticCurvePrivateKey)
+    key = _key()
+    not_after = min(now + valid_for, ca.not_valid_after_utc)  # never outlive the CA
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
+        )
+        .sign(signer, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def generate_bundle(
+    service: str,
+    namespace: str,
+    now: dt.datetime,
+    *,
+    ca: tuple[bytes, bytes] | None = None,
+    cert_valid_for: dt.timedelta = CERT_VALIDITY,
+    ca_valid_for: dt.timedelta = CA_VALIDITY,
+) -> CertBundle:
+    """A serving certificate for the Service, signed by ``ca`` (or by a new CA)."""
+    ca_cert, ca_key = ca or generate_ca(now, valid_for=ca_valid_for)
+    cert, key = generate_serving_cert(ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for)
+    return CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
+
+
+def renewal_reason(
+    bundle: CertBundle, service: str, namespace: str, now: dt.datetime, *, renew_before: dt.timedelta = RENEW_BEFORE
+) -> str | None:
+    """Why ``bundle`` must be replaced now, or None while it is fine. Checks expiry, names and signature."""
+    try:
+        ca = x509.load_pem_x509_certificate(bundle.ca_cert)
+        cert = x509.load_pem_x509_certificate(bundle.cert)
+        serialization.load_pem_private_key(bundle.key, password=None)
+    except ValueError as exc:
+        return f"unreadable certificate or key: {exc}"
+    if ca.not_valid_after_utc - now < renew_before:
+        return "CA expires soon"
+    if cert.not_valid_after_utc - now < renew_before:
+        return "serving certificate expires soon"
+    if cert.not_valid_before_utc > now:
+        return "serving certificate not yet valid"
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "serving certificate has no DNS names"
+    if f"{service}.{namespace}.svc" not in san.get_values_for_type(x509.DNSName):
+        return f"serving certificate is not for {service}.{namespace}.svc"
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return "serving certificate is not signed by the CA"
+    return None
+
+
+def ensure_bundle(
+    existing: CertBundle | None,
+    service: str,
+    namespace: str,
+    now: dt.datetime,
+    *,
+    renew_before: dt.timedelta = RENEW_BEFORE,
+) -> tuple[CertBundle, str | None]:
+    """``(bundle to use, reason it was renewed or None)``. Keeps the CA unless it is itself the problem."""
+    if existing is None:
+        return generate_bundle(service, namespace, now), "no certificate yet"
+    reason = renewal_reason(existing, service, namespace, now, renew_before=renew_before)
+    if reason is None:
+        return existing, None
+    keep_ca = reason not in ("CA expires soon",) and not reason.startswith("unreadable")
+    ca = (existing.ca_cert, existing.ca_key) if keep_ca else None
+    if keep_ca and reason == "serving certificate is not signed by the CA":
+        ca = None
+    return generate_bundle(service, namespace, now, ca=ca), reason
+
+
+# --- Kubernetes objects ------------------------------------------------------------------------------------------
+
+
+def secret_manifest(bundle: CertBundle, name: str, namespace: str) -> dict[str, Any]:
+    """A ``kubernetes.io/tls`` Secret (the layout cert-manager also writes: tls.crt, tls.key, ca.crt)."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "kubetrain"}},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": b64(bundle.cert),
+            "tls.key": b64(bundle.key),
+            "ca.crt": b64(bundle.ca_cert),
+            "ca.key": b64(bundle.ca_key),
+        },
+    }
+
+
+def bundle_from_secret(secret: dict[str, Any] | None) -> CertBundle | None:
+    """The bundle stored in a Secret, or None when it is missing or incomplete."""
+    data = (secret or {}).get("data") or {}
+    try:
+        parts = [base64.b64decode(data[k]) for k in ("ca.crt", "ca.key", "tls.crt", "tls.key")]
+    except (KeyError, ValueError):
+        return None
+    return CertBundle(*parts)
+
+
+def ca_bundle_patch(configuration: dict[str, Any], ca_bundle: bytes) -> list[dict[str, Any]]:
+    """JSON patch setting ``webhooks[*].clientConfig.caBundle``; empty when every webhook already has it."""
+    value = base64.b64encode(ca_bundle).decode()
+    ops: list[dict[str, Any]] = []
+    for i, hook in enumerate(configuration.get("webhooks") or []):
+        client = hook.get("clientConfig") or {}
+        if client.get("caBundle") != value:
+            ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": value})
+    return ops
+
+
+def write_cert_dir(bundle: CertBundle, directory: str | Path) -> None:
+    """Write ``tls.crt``/``tls.key``/``ca.crt`` atomically (a reader never sees a cert without its key)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data, mode in (("ca.crt", bundle.ca_cert, 0o644), ("tls.key", bundle.key, 0o600), ("tls.crt", bundle.cert, 0o644)):
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, d / name)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+
+# --- the loop the operator runs --------------------------------------------------------------------------------
+
+
+class CertClient(Protocol):
+    """The few API calls certificate management needs; the operator's client implements them."""
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def put_secret(self, secret: dict[str, Any]) -> None:
+        """Create the Secret, or replace it (``metadata.resourceVersion`` set when replacing; a conflict raises)."""
+        ...
+
+    async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None: ...
+
+    async def patch_webhook_configuration(self, kind: str, name: str, patch: list[dict[str, Any]]) -> None:
+        """Apply an RFC 6902 JSON patch."""
+        ...
+
+
+@dataclass
+class CertManager:
+    """Keeps the Secret, the certificate directory and the caBundles current. Call ``reconcile`` at start and
+    then periodically (``run``); ``on_rotate`` callbacks (e.g. the server's ``reload_certs``) run after the files
+    change."""
+
+    client: CertClient
+    service: str
+    namespace: str
+    secret_name: str
+    cert_dir: str | Path
+    configurations: Iterable[tuple[str, str]]  # (VALIDATING|MUTATING, name)
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+    renew_before: dt.timedelta = RENEW_BEFORE
+    on_rotate: tuple[Callable[[], None], ...] = ()
+
+    async def reconcile(self) -> CertBundle:
+        now = self.clock()
+        stored = await self.client.get_secret(self.namespace, self.secret_name)
+        current = bundle_from_secret(stored)
+        bundle, reason = ensure_bundle(current, self.service, self.namespace, now, renew_before=self.renew_before)
+        trusted = bundle.ca_cert
+        if reason is not None:
+            log.info("webhook certificate renewed: %s", reason)
+            secret = secret_manifest(bundle, self.secret_name, self.namespace)
+            if stored and (stored.get("metadata") or {}).get("resourceVersion"):
+                secret["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+            try:
+                await self.client.put_secret(secret)
+            except Exception:
+                # Another replica wrote first: use what it wrote if that is good, else let the caller retry.
+                winner = bundle_from_secret(await self.client.get_secret(self.namespace, self.secret_name))
+                if winner is None or renewal_reason(winner, self.service, self.namespace, now) is not None:
+                    raise
+                bundle, trusted = winner, winner.ca_cert
+            else:
+                if current is not None and current.ca_cert != bundle.ca_cert and renewal_reason(
+                    current, self.service, self.namespace, now, renew_before=dt.timedelta(0)
+                ) in (None, "CA expires soon", "serving certificate expires soon"):
+                    # The API server may still meet the old certificate until every replica reloads.
+                    trusted = bundle.ca_cert + current.ca_cert
+        # caBundle before files: the API server must trust the new CA before anyone serves with it.
+        for kind, name in self.configurations:
+            config = await self.client.get_webhook_configuration(kind, name)
+            if config is None:
+                continue
+            patch = _merge_trust(config, trusted)
+            if patch:
+                await self.client.patch_webhook_configuration(kind, name, patch)
+        if _files_differ(bundle, self.cert_dir):
+            write_cert_dir(bundle, self.cert_dir)
+            for callback in self.on_rotate:
+                callback()
+        return bundle
+
+
+def _merge_trust(config: dict[str, Any], trusted: bytes) -> list[dict[str, Any]]:
+    """Patch unless every caBundle already contains the CA we sign with."""
+    first = trusted.split(b"-----END CERTIFICATE-----")[0]
+    hooks = config.get("webhooks") or []
+    if hooks and all(first in base64.b64decode((h.get("clientConfig") or {}).get("caBundle") or "") for h in hooks):
+        return []
+    return ca_bundle_patch(config, trusted)
+
+
+def _files_differ(bundle: CertBundle, directory: str | Path) -> bool:
+    d = Path(directory)
+    try:
+        return (d / "tls.crt").read_bytes() != bundle.cert or (d / "tls.key").read_bytes() != bundle.key
+    except FileNotFoundError:
+        return True

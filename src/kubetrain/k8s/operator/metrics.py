@@ -1,0 +1,46 @@
+"""Prometheus metrics, in a registry per operator instance (so tests and benches can run several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.reconcile_total = Counter(
+            "kubetrain_reconcile",
+            "Reconciles by controller and result.",
+            ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "kubetrain_reconcile_errors", "Reconciles that ended in an error.", ["controller"], registry=r
+        )
+        self.reconcile_duration = Histogram(
+            "kubetrain_reconcile_duration_seconds", "Time spent in one reconcile.", ["controller"], registry=r
+        )
+        self.queue_depth = Gauge("kubetrain_workqueue_depth", "Keys waiting in the work queue.", registry=r)
+        self.queue_processing = Gauge("kubetrain_workqueue_processing", "Keys being reconciled.", registry=r)
+        self.trainjobs_created = Counter(
+            "kubetrain_trainjobs_created", "TrainJobs whose JobSet this operator created.", registry=r
+        )
+        self.trainjobs_completed = Counter(
+            "kubetrain_trainjobs_completed", "TrainJobs that reached Complete.", registry=r
+        )
+        self.trainjobs_failed = Counter(
+            "kubetrain_trainjobs_failed", "TrainJobs that reached Failed, by reason.", ["reason"], registry=r
+        )
+        self.jobset_latency = Histogram(
+            "kubetrain_trainjob_jobset_latency_seconds",
+            "From the operator first seeing a TrainJob to its JobSet being created.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.leader = Gauge("kubetrain_leader", "1 while this replica holds the leader lease.", registry=r)
+        self.api_requests = Gauge(
+            "kubetrain_api_requests", "API requests sent (retries included).", registry=r
+        )

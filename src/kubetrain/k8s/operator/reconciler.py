@@ -1,0 +1,214 @@
+"""Reconcile one TrainJob: objects through the shared compiler with upstream's skip rules, then status.
+
+Level-triggered and idempotent: everything is recomputed from the TrainJob, the caches and the snapshot on
+every call, so running it twice (or after a restart) converges to the same objects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetrain.api import KubetrainError, TrainJob
+from kubetrain.api import constants as c
+from kubetrain.api.loader import parse_manifest
+from kubetrain.compiler import KeyGen, compile_trainjob, ecdsa_keygen
+from kubetrain.k8s.client import ApiError, Client, Conflict
+from kubetrain.k8s.client.resources import JOBSET, TRAINJOB, for_object
+from kubetrain.k8s.operator import status as st
+from kubetrain.k8s.operator.events import EventRecorder
+from kubetrain.k8s.operator.informer import Informer
+from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
+
+log = logging.getLogger("kubetrain.operator.reconciler")
+Key = tuple[str, str]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Requeue(Exception):
+    """Reconcile again right away (e.g. lost a create race for the snapshot): not a failure, no backoff."""
+
+
+class ReconcileError(Exception):
+    """The objects could not be built or applied; the condition is already on the TrainJob, so back off."""
+
+
+def contains(live: Any, desired: Any) -> bool:
+    """Whether ``live`` already has every field of ``desired`` with the same value (a no-op apply)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(contains(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired)
+
+
+@dataclass
+class Caches:
+    """The informers the reconciler reads; owned kinds are keyed by ``(apiVersion, kind)``."""
+
+    trainjobs: Informer
+    runtimes: Informer
+    cluster_runtimes: Informer
+    owned: dict[tuple[str, str], Informer] = field(default_factory=dict)
+
+    def owned_cache(self, obj: dict[str, Any]) -> Informer | None:
+        return self.owned.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+
+
+class TrainJobReconciler:
+    def __init__(
+        self,
+        client: Client,
+        caches: Caches,
+        metrics: Metrics,
+        *,
+        keygen: KeyGen = ecdsa_keygen,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self.client = client
+        self.caches = caches
+        self.metrics = metrics
+        self.keygen = keygen
+        self.clock = clock
+        self.events = EventRecorder(client, clock)
+        self.runtime_source = RuntimeSource(
+            caches.owned[("v1", "ConfigMap")], caches.runtimes, caches.cluster_runtimes
+        )
+        self.first_seen: dict[Key, float] = {}
+        """Monotonic time a watch event first showed a TrainJob: where the JobSet latency metric starts."""
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Returns seconds after which to reconcile again (the deadline timer), or None."""
+        namespace, name = key
+        tj = self.caches.trainjobs.get(namespace, name)
+        if tj is None or (tj.get("metadata") or {}).get("deletionTimestamp"):
+            self.first_seen.pop(key, None)
+            return None  # children go with the garbage collector; there are no finalizers
+        spec = tj.get("spec") or {}
+        if spec.get("managedBy") not in (None, "", c.MANAGED_BY_DEFAULT):
+            return None  # another controller (e.g. MultiKueue) owns this TrainJob: no objects, no status
+        conditions = (tj.get("status") or {}).get("conditions") or []
+        resources_error: tuple[str, str] | None = None
+        unsupported: str | None = None
+        if not st.finished(conditions):
+            try:
+                await self._reconcile_objects(tj)
+            except UnsupportedRuntime as exc:
+                unsupported = str(exc)
+            except (RuntimeLoadError, KubetrainError) as exc:
+                resources_error = (st.REASON_BUILD_FAILED, str(exc))
+            except Requeue:
+                raise
+            except ApiError as exc:
+                resources_error = (st.REASON_APPLY_FAILED, f"{exc.status} {exc.reason}: {exc.message}")
+        jobset = self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].get(namespace, name)
+        now = self.clock()
+        update = st.compute(tj, jobset, now, resources_error=resources_error)
+        if unsupported is not None:
+            conds = update.status.setdefault("conditions", [])
+            st.set_condition(conds, c.COND_FAILED, "True", c.REASON_RUNTIME_NOT_SUPPORTED, unsupported, now)
+            update.changed = update.status != (tj.get("status") or {})
+        if update.deadline.exceeded:
+            await self._delete_jobset(namespace, name)
+        if update.changed:
+            await self._write_status(tj, update.status)
+        if resources_error is not None:
+            note = f"TrainJob resources reconciliation failed: {resources_error[1]}"
+            await self.events.warn(tj, st.EVENT_REASON_RESOURCES_FAILED, note)
+            raise ReconcileError(note)
+        return update.deadline.requeue_after
+
+    async def _reconcile_objects(self, tj: dict[str, Any]) -> None:
+        model, result = parse_manifest(tj, source="TrainJob")
+        if not isinstance(model, TrainJob) or not result.ok:
+            raise RuntimeLoadError("; ".join(f.render() for f in result.errors) or "not a TrainJob")
+        runtime, from_snapshot = self.runtime_source.load(model)
+        for obj in compile_trainjob(model, runtime, keygen=self.keygen):
+            await self._sync(model, obj, from_snapshot)
+
+    async def _sync(self, tj: TrainJob, obj: dict[str, Any], from_snapshot: bool) -> None:
+        """Apply one compiled object unless upstream's rules say to leave the live one alone (§3.4, §4.12)."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        cache = self.caches.owned_cache(obj)
+        live = cache.get(tj.namespace, name) if cache else None
+        suspended = bool(tj.spec.suspend)
+        if kind == "ConfigMap" and name == snapshot_name(tj.name):
+            if not from_snapshot:
+                await self._create_once(obj, cache, snapshot=True)
+            return
+        if kind == "Secret":
+            # Created once (new SSH keys every reconcile would break a running MPI job); POST, not SSA, so a
+            # stale cache can never overwrite an existing key.
+            if live is None:
+                await self._create_once(obj, cache, snapshot=False)
+            return
+        if kind == "JobSet":
+            if live is not None and not suspended and not (live.get("spec") or {}).get("suspend"):
+                return  # a running JobSet is never re-applied
+            applied = await self.client.apply(obj)
+            if cache:
+                cache.remember(applied)
+            if live is None:
+                self.metrics.trainjobs_created.inc()
+                seen = self.first_seen.pop((tj.namespace, tj.name), None)
+                if seen is not None:
+                    self.metrics.jobset_latency.observe(time.monotonic() - seen)
+            return
+        if kind == "PodGroup" and live is not None and not suspended:
+            return
+        if live is not None and contains(live, obj):
+            return  # e.g. the MPI hostfile, re-applied upstream every time: skip the no-op request
+        applied = await self.client.apply(obj)
+        if cache:
+            cache.remember(applied)
+
+    async def _create_once(self, obj: dict[str, Any], cache: Informer | None, *, snapshot: bool) -> None:
+        try:
+            created = await self.client.create(obj)
+        except Conflict as exc:
+            if not exc.already_exists:
+                raise
+            if snapshot:
+                # Someone (our previous incarnation) already snapshotted: compile from that snapshot instead.
+                existing = await self.client.get(
+                    for_object(obj), obj["metadata"]["name"], obj["metadata"]["namespace"]
+                )
+                if cache:
+                    cache.remember(existing)
+                raise Requeue() from exc
+            return
+        if cache:
+            cache.remember(created)
+
+    async def _delete_jobset(self, namespace: str, name: str) -> None:
+        try:
+            await self.client.delete(JOBSET, name, namespace, missing_ok=True)
+        except ApiError as exc:  # upstream only logs this; the next reconcile retries
+            log.warning(
+                "could not delete JobSet after deadline: %s", exc, extra={"object": f"{namespace}/{name}"}
+            )
+        self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].forget(namespace, name)
+
+    async def _write_status(self, tj: dict[str, Any], new: dict[str, Any]) -> None:
+        meta = tj["metadata"]
+        old_conds = (tj.get("status") or {}).get("conditions") or []
+        patched = await self.client.patch_status(TRAINJOB, meta["name"], meta.get("namespace"), new)
+        self.caches.trainjobs.remember(patched)
+        new_conds = new.get("conditions") or []
+        if st.is_true(new_conds, c.COND_COMPLETE) and not st.is_true(old_conds, c.COND_COMPLETE):
+            self.metrics.trainjobs_completed.inc()
+        if st.is_true(new_conds, c.COND_FAILED) and not st.is_true(old_conds, c.COND_FAILED):
+            failed = st.find(new_conds, c.COND_FAILED) or {}
+            self.metrics.trainjobs_failed.labels(reason=failed.get("reason") or "").inc()

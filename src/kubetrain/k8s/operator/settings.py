@@ -1,0 +1,52 @@
+"""Operator settings: every default written down once, with the reason it is what it is."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+
+def _identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+@dataclass
+class OperatorSettings:
+    qps: float = 50.0
+    """Client-side request rate limit (requests/second), as client-go's default-ish controller setting."""
+    burst: int = 100
+    """Requests allowed at once before the QPS limit applies."""
+    concurrency: int = 5
+    """TrainJobs reconciled in parallel (upstream's trainjob_controller uses 5)."""
+    namespace: str | None = None
+    """Watch only this namespace; None watches all namespaces."""
+    leader_election: bool = True
+    """Run a Lease election so several replicas can run with one active."""
+    lease_name: str = "kubetrain-operator"
+    lease_namespace: str = "kubetrain-system"
+    lease_duration: float = 15.0
+    """Seconds a lease stays valid without renewal (client-go default)."""
+    renew_deadline: float = 10.0
+    """A leader that cannot renew within this many seconds steps down (client-go default)."""
+    retry_period: float = 2.0
+    """Seconds between acquire/renew attempts (client-go default)."""
+    identity: str = field(default_factory=_identity)
+    """This replica's holderIdentity in the Lease."""
+    health_port: int | None = 8081
+    """Port for /healthz, /readyz and /metrics; None disables the endpoint, 0 picks a free port."""
+    health_host: str = "0.0.0.0"
+    watch_timeout: int = 300
+    """Seconds a single watch request stays open before it is resumed from the last resourceVersion."""
+    backoff_base: float = 0.05
+    """First retry delay of a failing TrainJob; doubles per consecutive failure."""
+    backoff_max: float = 300.0
+    """Longest retry delay of a failing TrainJob."""
+    shutdown_grace: float = 20.0
+    """Seconds in-flight reconciles get to finish on SIGTERM."""
+    resync_period: float = 0.0
+    """Seconds between full relists that re-queue everything at low priority; 0 disables (as upstream)."""
+    webhook_port: int | None = None
+    """Serve the admission webhook on this port (HTTPS) in the same process; None: no webhook."""
+    webhook_cert_dir: str | None = None
+    """Directory with tls.crt/tls.key for the webhook server."""

@@ -1,0 +1,159 @@
+"""What each webhook decides, as async functions of an admission ``Request``.
+
+The checks themselves are the ones ``kubetrain validate`` runs (``kubetrain.api.loader.parse_manifest``,
+``kubetrain.api.validation``, ``kubetrain.compiler``); this module only adds what needs the cluster: the live
+runtime a TrainJob references and, for runtime-patch changes, the live JobSet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from kubetrain.api import constants as c
+from kubetrain.api.errors import Finding, Result
+from kubetrain.api.loader import parse_manifest
+from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.api.validation import deprecation_warning, validate_runtime_object
+from kubetrain.compiler import resolve_runtime, validate_trainjob
+from kubetrain.k8s.webhook.admission import Request, Response, error_text
+from kubetrain.k8s.webhook.defaulting import runtime_patch_times
+
+RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
+"""``(kind, name, namespace) -> runtime | None``; namespace is None for a ClusterTrainingRuntime. May raise
+on API errors (the review then fails with 500 rather than guessing)."""
+
+JobSetLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+"""``(name, namespace) -> JobSet as a dict | None``."""
+
+Clock = Callable[[], datetime]
+
+
+class LookupFailed(Exception):
+    """A lookup raised: the answer is an internal error (500), which makes the API server retry or fail."""
+
+
+def _response(req: Request, result: Result) -> Response:
+    errors, seen = [], set()
+    for f in result.errors:
+        key = (f.path, f.message)
+        if key not in seen:  # the same rule reached through two validators is reported once
+            seen.add(key)
+            errors.append(error_text(f))
+    warnings = list(dict.fromkeys(f.message for f in result.warnings))
+    return Response(uid=req.uid, errors=errors, warnings=warnings)
+
+
+def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, Result]:
+    if doc is None:
+        result = Result()
+        result.error("", f"the request carries no {kind} object")
+        return None, result
+    obj, result = parse_manifest(doc)
+    # Loader findings carry "file:line" sources when parsed from files; a review has none to show.
+    result.errors = [Finding(f.path, f.message, f.fix, f.severity) for f in result.errors]
+    return obj, result
+
+
+async def review_trainjob(
+    req: Request, runtime_lookup: RuntimeLookup, jobset_lookup: JobSetLookup | None = None
+) -> Response:
+    """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
+    if req.operation not in ("CREATE", "UPDATE"):
+        return Response(uid=req.uid)
+    trainjob, result = _parse(req.obj, c.KIND_TRAINJOB)
+    if trainjob is None:
+        return _response(req, result)
+    assert isinstance(trainjob, TrainJob)
+    if req.namespace and not trainjob.metadata.namespace:
+        trainjob.metadata.namespace = req.namespace
+    old: TrainJob | None = None
+    if req.operation == "UPDATE" and req.old is not None:
+        parsed_old, _ = parse_manifest(req.old)
+        old = parsed_old if isinstance(parsed_old, TrainJob) else None
+
+    ref = trainjob.spec.runtime_ref
+    candidates: list[AnyRuntime] = []
+    if ref.effective_group == c.GROUP and ref.effective_kind in (
+        c.KIND_TRAINING_RUNTIME,
+        c.KIND_CLUSTER_TRAINING_RUNTIME,
+    ):
+        namespace = trainjob.namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
+        try:
+            found = await runtime_lookup(ref.effective_kind, ref.name, namespace)
+        except Exception as exc:
+            raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
+        if found is not None:
+            runtime = _as_runtime(found, ref.effective_kind, namespace)
+            if runtime is not None:
+                candidates.append(runtime)
+    runtime, resolved = resolve_runtime(trainjob, candidates)
+    result.extend(resolved)
+    result.extend(validate_trainjob(trainjob, runtime, old=old))
+    if old is not None and jobset_lookup is not None:
+        result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
+    return _response(req, result)
+
+
+def _as_runtime(found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None) -> AnyRuntime | None:
+    if isinstance(found, TrainingRuntime | ClusterTrainingRuntime):
+        runtime = found
+    else:
+        obj, _ = parse_manifest(found)
+        if not isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
+            return None  # a stored runtime we cannot read: reported as "not found" by resolve_runtime
+        runtime = obj
+    if runtime.kind == c.KIND_TRAINING_RUNTIME and not runtime.metadata.namespace:
+        runtime.metadata.namespace = namespace
+    return runtime
+
+
+async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup: JobSetLookup) -> Result:
+    """Patches may change only while no replicated job of the JobSet is still active (upstream's rule)."""
+    result = Result()
+    new_patches = [p.to_wire() for p in trainjob.spec.runtime_patches or []]
+    old_patches = [p.to_wire() for p in old.spec.runtime_patches or []]
+    for p in (*new_patches, *old_patches):
+        p.pop("time", None)  # the defaulter's stamp is not a change the user made
+    if new_patches == old_patches or not (trainjob.spec.suspend or old.spec.suspend):
+        return result  # unchanged, or already refused by validate_trainjob_object
+    try:
+        jobset = await jobset_lookup(trainjob.name, trainjob.namespace)
+    except Exception as exc:
+        raise LookupFailed(f"looking up JobSet {trainjob.name!r}: {exc}") from exc
+    for rjob in ((jobset or {}).get("status") or {}).get("replicatedJobsStatus") or []:
+        if (rjob.get("active") or 0) > 0:
+            result.error(
+                "spec.runtimePatches",
+                f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {rjob.get('name')} is still "
+                "active",
+                "wait until the suspended JobSet's pods have stopped",
+            )
+    return result
+
+
+async def review_runtime(req: Request) -> Response:
+    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
+    if req.operation not in ("CREATE", "UPDATE"):
+        return Response(uid=req.uid)
+    runtime, result = _parse(req.obj, req.kind or "runtime")
+    if runtime is None:
+        return _response(req, result)
+    old = None
+    if req.operation == "UPDATE" and req.old is not None:
+        old, _ = parse_manifest(req.old)
+    result.extend(validate_runtime_object(runtime, old=old))
+    if req.operation == "UPDATE":
+        # Upstream warns about a deprecated runtime when it is created, not on every later update.
+        stale = deprecation_warning(runtime, referenced=False)
+        result.warnings = [w for w in result.warnings if w.message != stale]
+    return _response(req, result)
+
+
+def default_trainjob(req: Request, clock: Clock) -> Response:
+    """Stamp ``spec.runtimePatches[].time`` (the only thing the defaulter changes)."""
+    if req.operation not in ("CREATE", "UPDATE") or req.obj is None:
+        return Response(uid=req.uid)
+    return Response(uid=req.uid, patch=runtime_patch_times(req.obj, req.old, req.operation, clock()))

@@ -1,0 +1,270 @@
+"""``LocalBackend``: the CLI's backend contract (``kubetrain.cli.backend.Backend``) on this machine."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from kubetrain.api import (
+    AnyRuntime,
+    ClusterTrainingRuntime,
+    InvalidObjectError,
+    KubetrainError,
+    TrainingRuntime,
+    TrainJob,
+)
+from kubetrain.api import constants as C
+from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+from kubetrain.local import paths, pods, reaper, status
+from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
+from kubetrain.runtimes import builtin_runtimes
+
+RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
+PASSIVE_KINDS = ("ConfigMap", "Secret")
+
+
+class NotFoundError(KubetrainError):
+    pass
+
+
+# The CLI's view types are duplicated here (not imported) because ``local`` may not import ``cli``; they are
+# field-for-field the same dataclasses, so the CLI uses them interchangeably.
+@dataclass
+class StepView:
+    name: str
+    replicated_job: str
+    state: str
+    restarts: int = 0
+    exit_code: int | None = None
+    pid: int | None = None
+    message: str | None = None
+
+
+@dataclass
+class Event:
+    time: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass
+class TrainJobDetails:
+    trainjob: TrainJob
+    steps: list[StepView]
+    events: list[Event]
+    extra: dict[str, Any]
+
+
+def step_prefix(short: str) -> str:
+    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
+    head, _, index = short.rpartition("-")
+    return f"{head}/{index}"
+
+
+class LocalBackend:
+    def __init__(self, store: Store | None = None) -> None:
+        self.store = store or Store()
+        # "The next command notices": every backend use first records supervisors that died.
+        reaper.reap(self.store)
+
+    # Applying.
+    def apply(
+        self, manifests: list[dict[str, Any]], *, namespace: str, workdir: str | None = None, detach: bool = True
+    ) -> list[str]:
+        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them."""
+        applied: list[str] = []
+        for m in manifests:
+            if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
+                m = copy.deepcopy(m)
+                if m["kind"] != C.KIND_CLUSTER_TRAINING_RUNTIME:
+                    m.setdefault("metadata", {}).setdefault("namespace", namespace)
+                self.store.put_runtime(m)
+                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']}")
+        for m in manifests:
+            if m.get("kind") == C.KIND_TRAINJOB:
+                name = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
+                applied.append(f"trainjob/{name}")
+            elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
+                raise KubetrainError(
+                    f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
+                    "ClusterTrainingRuntime, ConfigMap or Secret)"
+                )
+        return applied
+
+    def runtimes(self) -> list[AnyRuntime]:
+        stored: list[AnyRuntime] = []
+        for m in self.store.list_objects(RUNTIME_KINDS):
+            model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
+            stored.append(model.model_validate(m))
+        names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
+        return stored + [r for r in builtin_runtimes() if (r.kind, "", r.name) not in names]
+
+    def submit(self, manifest: dict[str, Any], *, namespace: str, workdir: str, detach: bool) -> str:
+        """Validate, compile and record a TrainJob; with ``detach`` also start its supervisor process."""
+        try:
+            tj = TrainJob.model_validate(manifest)
+        except ValidationError as exc:
+            raise KubetrainError(f"invalid TrainJob: {exc}") from None
+        if not tj.metadata.name:
+            raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name)")
+        tj.metadata.namespace = tj.metadata.namespace or namespace
+        existing = self.store.get_trainjob(tj.namespace, tj.name)
+        if existing is not None and not status.finished(existing.trainjob.get("status") or {}):
+            return self._update_running(existing, tj)
+        runtime, result = resolve_runtime(tj, self.runtimes())
+        result.extend(validate_trainjob(tj, runtime))
+        if not result.ok:
+            raise InvalidObjectError(result.errors)
+        assert runtime is not None
+        tj.metadata.uid = str(uuid.uuid4())
+        tj.metadata.creation_timestamp = now_rfc3339()
+        tj.status = None
+        objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
+        wire = tj.to_wire()
+        self.store.put_trainjob(wire, objects, str(Path(workdir).resolve()))
+        if detach:
+            self._spawn_supervisor(tj.namespace, tj.name)
+        else:
+            self.store.set_supervisor(tj.namespace, tj.name, os.getpid(), pods.proc_start_time(os.getpid()))
+        return tj.name
+
+    def _update_running(self, row: TrainJobRow, new: TrainJob) -> str:
+        old = TrainJob.model_validate(row.trainjob)
+        old_spec = old.spec.model_dump(exclude={"suspend"})
+        if new.spec.model_dump(exclude={"suspend"}) != old_spec:
+            raise KubetrainError(
+                f"TrainJob {row.namespace}/{row.name} is running; only spec.suspend can change "
+                f"(fix: `kubetrain delete trainjob {row.name}` first, or change only spec.suspend)"
+            )
+        row.trainjob["spec"]["suspend"] = bool(new.spec.suspend)
+        self.store.update_trainjob(row.namespace, row.name, row.trainjob)
+        return row.name
+
+    def _spawn_supervisor(self, namespace: str, name: str) -> None:
+        # Registered under our own pid first: if we die before the child starts, the reaper sees a dead pid.
+        self.store.set_supervisor(namespace, name, os.getpid(), pods.proc_start_time(os.getpid()))
+        out: IO[bytes]
+        with open(paths.supervisor_log(), "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kubetrain.local.supervisor", namespace, name],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
+
+    # Reading.
+    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
+        return [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+
+    def _row(self, name: str, namespace: str) -> TrainJobRow:
+        row = self.store.get_trainjob(namespace, name)
+        if row is None:
+            known = [r.name for r in self.store.list_trainjobs(namespace)]
+            hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
+            raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
+        return row
+
+    def get_trainjob(self, name: str, namespace: str) -> TrainJob:
+        return TrainJob.model_validate(self._row(name, namespace).trainjob)
+
+    def restarts(self, name: str, namespace: str) -> int:
+        return self._row(name, namespace).restarts
+
+    def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
+        row = self._row(name, namespace)
+        steps = [StepView(name=p.name, replicated_job=p.rjob, state=p.state, restarts=p.restarts,
+                          exit_code=p.exit_code, pid=p.pid if p.state == "Running" else None, message=p.message)
+                 for p in self.store.list_pods(namespace, name)]
+        events = [Event(e.time, e.type, e.reason, e.message) for e in self.store.list_events(namespace, name)]
+        jobset = next((o for o in row.objects if o.get("kind") == "JobSet"), {})
+        extra = {
+            "Backend": "local",
+            "JobSet restarts": row.restarts,
+            "Supervisor": f"pid {row.supervisor_pid}" if row.supervisor_pid else "not running",
+            "Working directory": row.workdir,
+            "Logs": str(paths.trainjob_dir(namespace, name, row.uid) / "logs"),
+            "Replicated jobs": [rj["name"] for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []],
+            "Objects": [f"{o['kind']}/{o['metadata']['name']}" for o in row.objects],
+        }
+        return TrainJobDetails(TrainJob.model_validate(row.trainjob), steps, events, extra)
+
+    def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
+        self._row(name, namespace)
+        pod_rows = self.store.list_pods(namespace, name)
+        chosen = [p for p in pod_rows if step is None or p.name == step or p.name.startswith(step + "-")]
+        if step is not None and not chosen:
+            names = ", ".join(p.name for p in pod_rows) or "none started yet"
+            raise NotFoundError(f"no step {step!r} in TrainJob {name} (steps: {names})")
+        return [(step_prefix(p.name), Path(p.log)) for p in chosen]
+
+    def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
+        files = self.log_files(name, namespace, step)
+        offsets: dict[Path, int] = {}
+        partial: dict[Path, bytes] = {}
+        many = len(files) > 1
+        while True:
+            progressed = False
+            for prefix, path in files:
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(offsets.get(path, 0))
+                        data = f.read()
+                except FileNotFoundError:
+                    continue
+                if not data:
+                    continue
+                progressed = True
+                offsets[path] = offsets.get(path, 0) + len(data)
+                buf = partial.pop(path, b"") + data
+                *lines, rest = buf.split(b"\n")
+                if rest:
+                    partial[path] = rest
+                for line in lines:
+                    text = line.decode(errors="replace")
+                    yield f"[{prefix}] {text}" if many else text
+            if not follow:
+                break
+            if not progressed:
+                row = self.store.get_trainjob(namespace, name)
+                if row is None or (status.finished(row.trainjob.get("status") or {})
+                                   and not reaper.supervisor_alive(row)):
+                    break
+                files = self.log_files(name, namespace, step) if step is None else files
+                many = len(files) > 1
+                time.sleep(0.2)
+        for path, rest in partial.items():
+            prefix = next(p for p, f in files if f == path)
+            text = rest.decode(errors="replace")
+            yield f"[{prefix}] {text}" if many else text
+
+    # Deleting.
+    def delete_trainjob(self, name: str, namespace: str) -> None:
+        row = self._row(name, namespace)
+        if reaper.supervisor_alive(row) and row.supervisor_pid != os.getpid():
+            assert row.supervisor_pid is not None
+            os.kill(row.supervisor_pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and reaper.supervisor_alive(row):
+                time.sleep(0.05)
+        reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
+        self.store.delete_trainjob(namespace, name)
+
+    def logs_dir(self, name: str, namespace: str) -> Path:
+        row = self._row(name, namespace)
+        return paths.trainjob_dir(namespace, name, row.uid) / "logs"
+
+    def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
+        return [r for r in self.runtimes()
+                if namespace is None or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
+                or (r.metadata.namespace or "default") == namespace]

@@ -1,0 +1,395 @@
+"""The generated CRDs: structural, accepted by Kubernetes' own schema, fresh on disk, and they admit
+upstream's shipped runtimes."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from openapi_schema_validator import OAS30Validator
+
+from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT / "manifests" / "crds"
+UPSTREAM = Path("/work/shared/reference/upstream")
+if not UPSTREAM.exists():  # CI clones main with shared/ beside it
+    UPSTREAM = ROOT.parent / "shared" / "reference" / "upstream"
+
+CRDS = {c["spec"]["names"]["kind"]: c for c in generate_crds()}
+
+
+def schema_of(kind: str) -> dict[str, Any]:
+    schema: dict[str, Any] = CRDS[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def nodes(schema: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node with its path (``.spec.trainer.env[]``)."""
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from nodes(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from nodes(schema["additionalProperties"], f"{path}.*")
+    if "items" in schema:
+        yield from nodes(schema["items"], f"{path}[]")
+
+
+def closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy that rejects unknown fields wherever the CRD would prune them (finds unmodelled fields)."""
+    out = copy.deepcopy(schema)
+    for _, node in nodes(out):
+        if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+            node["additionalProperties"] = False
+    return out
+
+
+def validator(kind: str, *, strict: bool = False) -> OAS30Validator:
+    schema = schema_of(kind)
+    return OAS30Validator(closed(schema) if strict else schema)
+
+
+def errors(kind: str, obj: dict[str, Any], *, strict: bool = False) -> list[str]:
+    return [
+        f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator(kind, strict=strict).iter_errors(obj)
+    ]
+
+
+# --- shape ---
+
+
+def test_three_crds_with_names_scope_and_short_names() -> None:
+    got = {
+        k: (
+            c["metadata"]["name"],
+            c["spec"]["scope"],
+            c["spec"]["names"]["plural"],
+            c["spec"]["names"]["shortNames"],
+        )
+        for k, c in CRDS.items()
+    }
+    assert got == {
+        "TrainJob": ("trainjobs.trainer.kubeflow.org", "Namespaced", "trainjobs", ["tj"]),
+        "TrainingRuntime": (
+            "trainingruntimes.trainer.kubeflow.org",
+            "Namespaced",
+            "trainingruntimes",
+            ["tr"],
+        ),
+        "ClusterTrainingRuntime": (
+            "clustertrainingruntimes.trainer.kubeflow.org",
+            "Cluster",
+            "clustertrainingruntimes",
+            ["ctr"],
+        ),
+    }
+    for crd in CRDS.values():
+        (version,) = crd["spec"]["versions"]
+        assert (crd["spec"]["group"], version["name"], version["served"], version["storage"]) == (
+            "trainer.kubeflow.org",
+            "v1alpha1",
+            True,
+            True,
+        )
+
+
+def test_only_trainjob_has_a_status_subresource() -> None:
+    assert CRDS["TrainJob"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+    assert "subresources" not in CRDS["TrainingRuntime"]["spec"]["versions"][0]
+    assert "subresources" not in CRDS["ClusterTrainingRuntime"]["spec"]["versions"][0]
+
+
+def test_printer_columns() -> None:
+    cols = {
+        k: [(c["name"], c["jsonPath"]) for c in v["spec"]["versions"][0]["additionalPrinterColumns"]]
+        for k, v in CRDS.items()
+    }
+    assert cols["TrainJob"] == [
+        ("State", ".status.conditions[-1:].type"),
+        ("Runtime", ".spec.runtimeRef.name"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+    framework = [
+        ("Framework", ".metadata.labels.trainer\\.kubeflow\\.org/framework"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
+    assert cols["TrainingRuntime"] == framework
+    assert cols["ClusterTrainingRuntime"] == framework
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_schema_is_structural(kind: str) -> None:
+    """The API server's structural-schema rules (apiextensions 'structural'), checked node by node."""
+    problems = []
+    for path, node in nodes(schema_of(kind)):
+        for banned in ("$ref", "$defs", "title", "const", "allOf", "oneOf", "not", "nullable"):
+            if banned in node:
+                problems.append(f"{path}: has {banned}")
+        if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
+            problems.append(f"{path}: anyOf outside int-or-string")
+        if "type" not in node and not (
+            node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            problems.append(f"{path}: no type")
+        if "properties" in node and "additionalProperties" in node:
+            problems.append(f"{path}: properties and additionalProperties together")
+        if node.get("additionalProperties") is False:
+            problems.append(f"{path}: additionalProperties false")
+        if "default" in node and node["default"] is None:
+            problems.append(f"{path}: null default")
+        if node.get("x-kubernetes-list-type") == "map":
+            keys = node["x-kubernetes-list-map-keys"]
+            required = node["items"].get("required", [])
+            missing = [
+                k for k in keys if k not in required and "default" not in node["items"]["properties"][k]
+            ]
+            if missing:
+                problems.append(f"{path}: map keys {missing} neither required nor defaulted")
+    assert problems == []
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_defaults_satisfy_their_own_schema(kind: str) -> None:
+    """The API server rejects a CRD whose defaults would fail its own validation."""
+    for path, node in nodes(schema_of(kind)):
+        if "default" in node:
+            sub = {k: v for k, v in node.items() if k not in ("default", "x-kubernetes-validations")}
+            assert list(OAS30Validator(sub).iter_errors(node["default"])) == [], path
+
+
+def test_root_metadata_is_left_to_the_api_server() -> None:
+    for kind in CRDS:
+        assert schema_of(kind)["properties"]["metadata"] == {"type": "object"}
+
+
+def test_explain_text_for_user_facing_fields() -> None:
+    """`kubectl explain trainjob.spec.<field>` shows something for every spec field, down to the trainer's."""
+    spec = schema_of("TrainJob")["properties"]["spec"]
+    undocumented = [f"spec.{n}" for n, sub in spec["properties"].items() if not sub.get("description")] + [
+        f"spec.trainer.{n}"
+        for n, sub in spec["properties"]["trainer"]["properties"].items()
+        if not sub.get("description")
+    ]
+    assert undocumented == []
+    rt_spec = schema_of("ClusterTrainingRuntime")["properties"]["spec"]
+    assert all(sub.get("description") for sub in rt_spec["properties"].values())
+    for kind in CRDS:
+        assert schema_of(kind)["description"]
+
+
+def test_int_or_string_fields() -> None:
+    spec = schema_of("TrainJob")["properties"]["spec"]
+    nproc = spec["properties"]["trainer"]["properties"]["numProcPerNode"]
+    assert nproc["x-kubernetes-int-or-string"] is True
+    assert nproc["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    torch = schema_of("ClusterTrainingRuntime")["properties"]["spec"]["properties"]["mlPolicy"]["properties"][
+        "torch"
+    ]
+    assert torch["properties"]["numProcPerNode"]["default"] == "auto"
+
+
+def test_pod_templates_keep_unknown_fields() -> None:
+    rjob = schema_of("TrainingRuntime")["properties"]["spec"]["properties"]["template"]["properties"]["spec"][
+        "properties"
+    ]["replicatedJobs"]["items"]
+    pod_spec = rjob["properties"]["template"]["properties"]["spec"]["properties"]["template"]["properties"][
+        "spec"
+    ]
+    assert pod_spec == {
+        "description": pod_spec["description"],
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+
+
+def test_defaults_from_the_models_are_advertised() -> None:
+    spec = schema_of("TrainJob")["properties"]["spec"]["properties"]
+    assert spec["suspend"]["default"] is False
+    assert spec["managedBy"]["default"] == "trainer.kubeflow.org/trainjob-controller"
+    assert spec["runtimeRef"]["properties"]["kind"]["default"] == "ClusterTrainingRuntime"
+    mpi = schema_of("ClusterTrainingRuntime")["properties"]["spec"]["properties"]["mlPolicy"]["properties"][
+        "mpi"
+    ]
+    assert {k: v.get("default") for k, v in mpi["properties"].items()} == {
+        "numProcPerNode": 1,
+        "mpiImplementation": "OpenMPI",
+        "sshAuthMountPath": "/root/.ssh",
+        "runLauncherAsNode": False,
+    }
+
+
+# --- Kubernetes accepts them, files are fresh, CLI ---
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_crd_objects_pass_kubernetes_schema(kind: str) -> None:
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate not installed"
+    )
+    kubernetes_validate.validate(CRDS[kind], "1.37.0", strict=True)
+
+
+def test_committed_crds_are_fresh() -> None:
+    expected = {crd_filename(c): dump_yaml([c]) for c in CRDS.values()}
+    on_disk = {p.name: p.read_text() for p in CRD_DIR.glob("*.yaml") if p.name != "kustomization.yaml"}
+    stale = sorted(n for n in expected if on_disk.get(n) != expected[n])
+    extra = sorted(set(on_disk) - set(expected))
+    assert (stale, extra) == ([], []), (
+        "manifests/crds is stale: run `kubetrain crds --output-dir manifests/crds`"
+    )
+
+
+def test_cli_prints_all_three_as_multi_doc_yaml() -> None:
+    from kubetrain.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["crds"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.output))
+    assert [d["spec"]["names"]["kind"] for d in docs] == [
+        "TrainJob",
+        "TrainingRuntime",
+        "ClusterTrainingRuntime",
+    ]
+    assert docs == [CRDS[k] for k in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime")]
+
+
+def test_cli_kind_filter_and_output_dir(tmp_path: Path) -> None:
+    from kubetrain.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["crds", "--kind", "TrainJob", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["trainer.kubeflow.org_trainjobs.yaml"]
+    assert yaml.safe_load((tmp_path / "trainer.kubeflow.org_trainjobs.yaml").read_text()) == CRDS["TrainJob"]
+
+
+def test_cli_help_has_an_example() -> None:
+    from kubetrain.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["crds", "--help"])
+    assert result.exit_code == 0
+    assert "kubetrain crds | kubectl apply" in result.output
+
+
+# --- objects in and out ---
+
+
+def upstream_runtime_docs() -> list[Any]:
+    params = []
+    for version in ("v2.1", "v2.3"):
+        for path in sorted((UPSTREAM / "runtimes" / version).glob("*.yaml")):
+            for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+                if doc:
+                    params.append(pytest.param(doc, id=f"{version}/{path.stem}/{i}"))
+    return params
+
+
+@pytest.mark.skipif(not UPSTREAM.exists(), reason="shared/reference/upstream not present")
+@pytest.mark.parametrize("doc", upstream_runtime_docs())
+def test_upstream_runtimes_validate(doc: dict[str, Any]) -> None:
+    """Every runtime upstream ships is accepted, and every field it uses is one our schema models."""
+    assert doc["kind"] == "ClusterTrainingRuntime"
+    assert errors("ClusterTrainingRuntime", doc, strict=True) == []
+    as_namespaced = {**doc, "kind": "TrainingRuntime"}
+    assert errors("TrainingRuntime", as_namespaced, strict=True) == []
+
+
+def trainjob(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "job"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, **spec},
+    }
+
+
+def test_a_full_trainjob_validates() -> None:
+    obj = trainjob(
+        initializer={
+            "dataset": {"storageUri": "hf://tatsu-lab/alpaca", "env": [{"name": "A", "value": "1"}]}
+        },
+        trainer={
+            "image": "pytorch/pytorch:2.13.0",
+            "command": ["torchrun", "train.py"],
+            "numNodes": 2,
+            "numProcPerNode": "auto",
+            "resourcesPerNode": {"limits": {"nvidia.com/gpu": 1, "memory": "4Gi"}},
+        },
+        runtimePatches=[
+            {
+                "manager": "kueue.x-k8s.io/manager",
+                "trainingRuntimeSpec": {
+                    "template": {
+                        "spec": {
+                            "replicatedJobs": [
+                                {
+                                    "name": "node",
+                                    "template": {
+                                        "spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}
+                                    },
+                                }
+                            ]
+                        }
+                    }
+                },
+            }
+        ],
+        suspend=True,
+        activeDeadlineSeconds=3600,
+        managedBy="kueue.x-k8s.io/multikueue",
+    )
+    obj["status"] = {
+        "conditions": [
+            {"type": "Suspended", "status": "True", "reason": "Suspended", "message": "TrainJob is suspended"}
+        ],
+        "jobsStatus": [
+            {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 2}
+        ],
+    }
+    assert errors("TrainJob", obj, strict=True) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ({"runtimeRef": {}}, "spec.runtimeRef"),
+        ({"runtimeRef": {"name": ""}}, "spec.runtimeRef.name"),
+        ({"trainer": {"numNodes": -1}}, "spec.trainer.numNodes"),
+        ({"trainer": {"numProcPerNode": 1.5}}, "spec.trainer.numProcPerNode"),
+        ({"trainer": {"command": "python"}}, "spec.trainer.command"),
+        ({"activeDeadlineSeconds": 0}, "spec.activeDeadlineSeconds"),
+        ({"runtimePatches": [{"manager": ""}]}, "spec.runtimePatches.0.manager"),
+        ({"suspend": "yes"}, "spec.suspend"),
+    ],
+)
+def test_schema_rejects(spec: dict[str, Any], where: str) -> None:
+    obj = trainjob(**spec)
+    got = errors("TrainJob", obj)
+    assert got and all(e.startswith(where) for e in got), got
+
+
+def test_spec_is_required_on_trainjob() -> None:
+    obj = trainjob()
+    del obj["spec"]
+    assert errors("TrainJob", obj) == [": 'spec' is a required property"]
+
+
+def test_runtime_enums() -> None:
+    doc = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "r"},
+        "spec": {"mlPolicy": {"numNodes": 0, "mpi": {"mpiImplementation": "LAM"}}},
+    }
+    got = errors("ClusterTrainingRuntime", doc)
+    assert sorted(e.split(":")[0] for e in got) == [
+        "spec.mlPolicy.mpi.mpiImplementation",
+        "spec.mlPolicy.numNodes",
+    ]
