@@ -186,9 +186,14 @@ def parse_manifest(
               "each YAML document must start with apiVersion: and kind:")
         return None, result
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
+    for key, value in (("apiVersion", api_version), ("kind", kind)):
+        if value is not None and not isinstance(value, str):
+            error((key,), f"{key} must be a string, got {value!r}", f"write e.g. {key}: "
+                  + (c.API_VERSION if key == "apiVersion" else "TrainJob"))
+            return None, result
     if not kind or not api_version:
         missing = " and ".join(k for k in ("apiVersion", "kind") if not doc.get(k))
-        keys = ", ".join(list(doc)[:4])
+        keys = ", ".join(str(k) for k in list(doc)[:4])
         error((), f"not a whole manifest: {missing} missing (top-level keys: {keys})",
               f"add apiVersion: {c.API_VERSION} and kind: TrainJob | TrainingRuntime | ClusterTrainingRuntime "
               "(a fragment belongs inside such an object)")
@@ -198,7 +203,7 @@ def parse_manifest(
         if close:
             error(("kind",), f"unknown kind {kind!r}", f"did you mean {close!r}?")
         else:
-            warn(("kind",), f"skipped {kind} {((doc.get('metadata') or {}).get('name'))!r}: not a kubetrain kind "
+            warn(("kind",), f"skipped {kind} {_mapping(doc.get('metadata')).get('name')!r}: not a kubetrain kind "
                  "(TrainJob, TrainingRuntime, ClusterTrainingRuntime)")
         return None, result
     doc = copy.deepcopy(doc)
@@ -214,7 +219,7 @@ def parse_manifest(
         if kind != c.KIND_TRAINJOB and api_version.startswith("ome.io/"):
             _convert_ome_runtime(doc, warn)
     if kind == c.KIND_TRAINJOB:
-        ref = (doc.get("spec") or {}).get("runtimeRef")
+        ref = _mapping(doc.get("spec")).get("runtimeRef")
         if isinstance(ref, dict) and ref.get("apiGroup") in LEGACY_GROUPS:
             warn(("spec", "runtimeRef", "apiGroup"), f"apiGroup {ref['apiGroup']} is a legacy group; using {c.GROUP}",
                  f"set apiGroup: {c.GROUP}")
@@ -234,6 +239,10 @@ def parse_manifest(
     if misplaced:
         return None, result
     return obj, result  # type: ignore[return-value]
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _misplaced_top_level(doc: dict[str, Any], kind: str, error: Any) -> bool:

@@ -103,6 +103,10 @@ class _RuntimeBase(Model):
     def name(self) -> str:
         return self.metadata.name or ""
 
+    def to_wire(self) -> dict[str, Any]:
+        out = super().to_wire()
+        return {k: out[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in out}
+
     @property
     def labels(self) -> dict[str, str]:
         return self.metadata.labels or {}

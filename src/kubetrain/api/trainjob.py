@@ -151,6 +151,10 @@ class TrainJob(Model):
     def name(self) -> str:
         return self.metadata.name or ""
 
+    def to_wire(self) -> dict[str, Any]:
+        out = super().to_wire()
+        return {k: out[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in out}
+
     @property
     def namespace(self) -> str:
         return self.metadata.namespace or "default"

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import Loaded, Manifest, load_file
+from kubetrain.api.yamlio import dump_all
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -75,7 +76,7 @@ def dump(objects: list[dict[str, Any]], output: str) -> str:
     if output == "json":
         return json.dumps(objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}, indent=2) + "\n"
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    return dump_all(objects)
 
 
 def describe(obj: Manifest) -> str:

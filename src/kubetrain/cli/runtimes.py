@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import click
-import yaml
 from rich.table import Table
 
 from kubetrain.api import constants as c
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
+from kubetrain.api.yamlio import dump, dump_all
 from kubetrain.cli._common import fail, load_all, print_findings, stdout
 from kubetrain.runtimes import builtin_runtimes
 
@@ -55,7 +55,7 @@ def register(group: click.Group) -> None:
                 click.echo(f"{r.kind.lower()}/{r.name}")
             return
         if output == "yaml":
-            click.echo(yaml.safe_dump_all([r.to_wire() for r, _ in rows], sort_keys=False), nl=False)
+            click.echo(dump_all([r.to_wire() for r, _ in rows]), nl=False)
             return
         table = Table(box=None, pad_edge=False)
         for col in ("NAME", "KIND", "FRAMEWORK", "POLICY", "NODES", "SUPPORT", "SOURCE"):
@@ -80,7 +80,7 @@ def register(group: click.Group) -> None:
         """
         for r, _ in _catalog(files):
             if r.name == name:
-                click.echo(yaml.safe_dump(r.to_wire(), sort_keys=False), nl=False)
+                click.echo(dump(r.to_wire()), nl=False)
                 return
         known = ", ".join(sorted(r.name for r, _ in _catalog(files)))
         fail(f"runtime {name!r} not found", f"known runtimes: {known}")

@@ -12,6 +12,7 @@ this runs: cert-manager fills the Secret and the caBundle, and the server only r
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import datetime as dt
@@ -57,7 +58,12 @@ class CertBundle:
 
 def dns_names(service: str, namespace: str) -> list[str]:
     """Every name the API server may use for the Service (it uses ``<svc>.<ns>.svc``)."""
-    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -66,10 +72,14 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
-def generate_ca(now: dt.datetime, *, common_name: str = "kubetrain-ca", valid_for: dt.timedelta = CA_VALIDITY) -> tuple[bytes, bytes]:
+def generate_ca(
+    now: dt.datetime, *, common_name: str = "kubetrain-ca", valid_for: dt.timedelta = CA_VALIDITY
+) -> tuple[bytes, bytes]:
     """A self-signed CA: ``(cert_pem, key_pem)``."""
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -103,7 +113,12 @@ def generate_ca(now: dt.datetime, *, common_name: str = "kubetrain-ca", valid_fo
 
 
 def generate_serving_cert(
-    ca_cert: bytes, ca_key: bytes, names: list[str], now: dt.datetime, *, valid_for: dt.timedelta = CERT_VALIDITY
+    ca_cert: bytes,
+    ca_key: bytes,
+    names: list[str],
+    now: dt.datetime,
+    *,
+    valid_for: dt.timedelta = CERT_VALIDITY,
 ) -> tuple[bytes, bytes]:
     """A server certificate for ``names`` signed by the CA: ``(cert_pem, key_pem)``."""
     ca = x509.load_pem_x509_certificate(ca_cert)
@@ -113,7 +128,9 @@ def generate_serving_cert(
     not_after = min(now + valid_for, ca.not_valid_after_utc)  # never outlive the CA
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])]))
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])])
+        )
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -141,12 +158,19 @@ def generate_bundle(
 ) -> CertBundle:
     """A serving certificate for the Service, signed by ``ca`` (or by a new CA)."""
     ca_cert, ca_key = ca or generate_ca(now, valid_for=ca_valid_for)
-    cert, key = generate_serving_cert(ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for)
+    cert, key = generate_serving_cert(
+        ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for
+    )
     return CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
 
 
 def renewal_reason(
-    bundle: CertBundle, service: str, namespace: str, now: dt.datetime, *, renew_before: dt.timedelta = RENEW_BEFORE
+    bundle: CertBundle,
+    service: str,
+    namespace: str,
+    now: dt.datetime,
+    *,
+    renew_before: dt.timedelta = RENEW_BEFORE,
 ) -> str | None:
     """Why ``bundle`` must be replaced now, or None while it is fine. Checks expiry, names and signature."""
     try:
@@ -188,14 +212,14 @@ def ensure_bundle(
     reason = renewal_reason(existing, service, namespace, now, renew_before=renew_before)
     if reason is None:
         return existing, None
-    keep_ca = reason not in ("CA expires soon",) and not reason.startswith("unreadable")
-    ca = (existing.ca_cert, existing.ca_key) if keep_ca else None
-    if keep_ca and reason == "serving certificate is not signed by the CA":
-        ca = None
+    ca_is_the_problem = reason in ("CA expires soon", "serving certificate is not signed by the CA") or (
+        reason.startswith("unreadable")
+    )
+    ca = None if ca_is_the_problem else (existing.ca_cert, existing.ca_key)
     return generate_bundle(service, namespace, now, ca=ca), reason
 
 
-# --- Kubernetes objects ------------------------------------------------------------------------------------------
+# --- Kubernetes objects ---
 
 
 def secret_manifest(bundle: CertBundle, name: str, namespace: str) -> dict[str, Any]:
@@ -243,7 +267,11 @@ def write_cert_dir(bundle: CertBundle, directory: str | Path) -> None:
     """Write ``tls.crt``/``tls.key``/``ca.crt`` atomically (a reader never sees a cert without its key)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    for name, data, mode in (("ca.crt", bundle.ca_cert, 0o644), ("tls.key", bundle.key, 0o600), ("tls.crt", bundle.cert, 0o644)):
+    for name, data, mode in (
+        ("ca.crt", bundle.ca_cert, 0o644),
+        ("tls.key", bundle.key, 0o600),
+        ("tls.crt", bundle.cert, 0o644),
+    ):
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -256,7 +284,7 @@ def write_cert_dir(bundle: CertBundle, directory: str | Path) -> None:
             raise
 
 
-# --- the loop the operator runs --------------------------------------------------------------------------------
+# --- the loop the operator runs ---
 
 
 class CertClient(Protocol):
@@ -265,7 +293,8 @@ class CertClient(Protocol):
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     async def put_secret(self, secret: dict[str, Any]) -> None:
-        """Create the Secret, or replace it (``metadata.resourceVersion`` set when replacing; a conflict raises)."""
+        """Create the Secret, or replace it (``metadata.resourceVersion`` is set when replacing; a conflict
+        raises)."""
         ...
 
     async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None: ...
@@ -277,9 +306,11 @@ class CertClient(Protocol):
 
 @dataclass
 class CertManager:
-    """Keeps the Secret, the certificate directory and the caBundles current. Call ``reconcile`` at start and
-    then periodically (``run``); ``on_rotate`` callbacks (e.g. the server's ``reload_certs``) run after the files
-    change."""
+    """Keeps the Secret, the certificate directory and the caBundles current.
+
+    Call ``reconcile`` once before starting the webhook server, then ``run`` in the background. ``on_rotate``
+    callbacks (e.g. the server's ``reload_certs``) run after the files changed.
+    """
 
     client: CertClient
     service: str
@@ -295,7 +326,9 @@ class CertManager:
         now = self.clock()
         stored = await self.client.get_secret(self.namespace, self.secret_name)
         current = bundle_from_secret(stored)
-        bundle, reason = ensure_bundle(current, self.service, self.namespace, now, renew_before=self.renew_before)
+        bundle, reason = ensure_bundle(
+            current, self.service, self.namespace, now, renew_before=self.renew_before
+        )
         trusted = bundle.ca_cert
         if reason is not None:
             log.info("webhook certificate renewed: %s", reason)
@@ -311,10 +344,12 @@ class CertManager:
                     raise
                 bundle, trusted = winner, winner.ca_cert
             else:
-                if current is not None and current.ca_cert != bundle.ca_cert and renewal_reason(
-                    current, self.service, self.namespace, now, renew_before=dt.timedelta(0)
-                ) in (None, "CA expires soon", "serving certificate expires soon"):
-                    # The API server may still meet the old certificate until every replica reloads.
+                if (
+                    current is not None
+                    and current.ca_cert != bundle.ca_cert
+                    and _unexpired(current.ca_cert, now)
+                ):
+                    # Replicas still serving the old certificate must stay trusted until they reload.
                     trusted = bundle.ca_cert + current.ca_cert
         # caBundle before files: the API server must trust the new CA before anyone serves with it.
         for kind, name in self.configurations:
@@ -330,12 +365,34 @@ class CertManager:
                 callback()
         return bundle
 
+    async def run(self, stop: asyncio.Event, interval: dt.timedelta = dt.timedelta(hours=1)) -> None:
+        """Reconcile every ``interval`` until ``stop`` is set; a failed round is logged and retried sooner."""
+        delay = interval.total_seconds()
+        while not stop.is_set():
+            try:
+                await self.reconcile()
+                delay = interval.total_seconds()
+            except Exception:
+                log.exception("webhook certificate reconcile failed")
+                delay = min(interval.total_seconds(), 30.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+
+def _unexpired(cert_pem: bytes, now: dt.datetime) -> bool:
+    try:
+        return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc > now
+    except ValueError:
+        return False
+
 
 def _merge_trust(config: dict[str, Any], trusted: bytes) -> list[dict[str, Any]]:
     """Patch unless every caBundle already contains the CA we sign with."""
     first = trusted.split(b"-----END CERTIFICATE-----")[0]
     hooks = config.get("webhooks") or []
-    if hooks and all(first in base64.b64decode((h.get("clientConfig") or {}).get("caBundle") or "") for h in hooks):
+    if hooks and all(
+        first in base64.b64decode((h.get("clientConfig") or {}).get("caBundle") or "") for h in hooks
+    ):
         return []
     return ca_bundle_patch(config, trusted)
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -71,6 +71,51 @@ def step_prefix(short: str) -> str:
     """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
     head, _, index = short.rpartition("-")
     return f"{head}/{index}"
+
+
+class LogTailer:
+    """Incremental reader of several pod logs; lines get a ``[step/rank]`` prefix when there is more than one
+    step (``prefix=None``), always (``True``) or never (``False``)."""
+
+    def __init__(self, files: Callable[[], list[tuple[str, Path]]], prefix: bool | None = None) -> None:
+        self._files = files
+        self._prefix = prefix
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._known: list[tuple[str, Path]] = []
+
+    def _fmt(self, prefix: str, line: bytes) -> str:
+        text = line.decode(errors="replace")
+        many = self._prefix if self._prefix is not None else len(self._known) > 1
+        return f"[{prefix}] {text}" if many else text
+
+    def poll(self) -> list[str]:
+        self._known = self._files()
+        out: list[str] = []
+        for prefix, path in self._known:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self._offsets.get(path, 0))
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            if not data:
+                continue
+            self._offsets[path] = self._offsets.get(path, 0) + len(data)
+            *lines, rest = (self._partial.pop(path, b"") + data).split(b"\n")
+            if rest:
+                self._partial[path] = rest
+            out += [self._fmt(prefix, line) for line in lines]
+        return out
+
+    def flush(self) -> list[str]:
+        """Unterminated last lines, once the writers are gone."""
+        out = self.poll()
+        names = dict((path, prefix) for prefix, path in self._known)
+        for path, rest in self._partial.items():
+            out.append(self._fmt(names.get(path, "?"), rest))
+        self._partial.clear()
+        return out
 
 
 class LocalBackend:
@@ -209,44 +254,20 @@ class LocalBackend:
         return [(step_prefix(p.name), Path(p.log)) for p in chosen]
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
-        files = self.log_files(name, namespace, step)
-        offsets: dict[Path, int] = {}
-        partial: dict[Path, bytes] = {}
-        many = len(files) > 1
+        tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
         while True:
-            progressed = False
-            for prefix, path in files:
-                try:
-                    with open(path, "rb") as f:
-                        f.seek(offsets.get(path, 0))
-                        data = f.read()
-                except FileNotFoundError:
-                    continue
-                if not data:
-                    continue
-                progressed = True
-                offsets[path] = offsets.get(path, 0) + len(data)
-                buf = partial.pop(path, b"") + data
-                *lines, rest = buf.split(b"\n")
-                if rest:
-                    partial[path] = rest
-                for line in lines:
-                    text = line.decode(errors="replace")
-                    yield f"[{prefix}] {text}" if many else text
+            lines = tailer.poll()
+            yield from lines
             if not follow:
                 break
-            if not progressed:
+            if not lines:
                 row = self.store.get_trainjob(namespace, name)
                 if row is None or (status.finished(row.trainjob.get("status") or {})
                                    and not reaper.supervisor_alive(row)):
+                    yield from tailer.poll()
                     break
-                files = self.log_files(name, namespace, step) if step is None else files
-                many = len(files) > 1
                 time.sleep(0.2)
-        for path, rest in partial.items():
-            prefix = next(p for p, f in files if f == path)
-            text = rest.decode(errors="replace")
-            yield f"[{prefix}] {text}" if many else text
+        yield from tailer.flush()
 
     # Deleting.
     def delete_trainjob(self, name: str, namespace: str) -> None:

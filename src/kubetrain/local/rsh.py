@@ -43,8 +43,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def _handle(conn: socket.socket) -> None:
     lock = threading.Lock()
     with conn:
-        f = conn.makefile("rb")
-        header = json.loads(f.readline())
+        line = conn.makefile("rb").readline()
+        if not line.strip():
+            return  # a readiness probe: connecting is all it checks
+        try:
+            header = json.loads(line)
+        except ValueError:
+            return
         proc = subprocess.Popen(
             ["/bin/sh", "-c", " ".join(header["argv"])],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 from kubetrain.api import constants as c
@@ -119,7 +120,7 @@ class MPI:
         for ps in (worker, launcher):
             if ps is None:
                 continue
-            e.add_volume(ps.pod_spec, dict(ssh_volume))
+            e.add_volume(ps.pod_spec, copy.deepcopy(ssh_volume))
             node = ps.container(c.NODE)
             if node is not None:
                 e.add_mount(node, c.MPI_SSH_AUTH_VOLUME, mount)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from kubetrain.api.yamlio import dump
 from kubetrain.compiler.framework import object_meta
 from kubetrain.compiler.info import Info
 from kubetrain.compiler.keys import KeyGen
@@ -26,7 +25,7 @@ class Snapshot:
         # Server-populated fields would make the snapshot differ between otherwise equal runtimes.
         for volatile in ("resourceVersion", "generation", "managedFields", "creationTimestamp", "uid"):
             meta.pop(volatile, None)
-        text = yaml.safe_dump(runtime, sort_keys=False)
+        text = dump(runtime)
         return [
             {
                 "apiVersion": "v1",

@@ -204,7 +204,10 @@ class TrainJobReconciler:
     async def _write_status(self, tj: dict[str, Any], new: dict[str, Any]) -> None:
         meta = tj["metadata"]
         old_conds = (tj.get("status") or {}).get("conditions") or []
-        patched = await self.client.patch_status(TRAINJOB, meta["name"], meta.get("namespace"), new)
+        # A merge patch leaves absent keys alone, so fields we dropped (e.g. the last condition) are nulled.
+        patch: dict[str, Any] = {k: None for k in (tj.get("status") or {}) if k not in new}
+        patch.update(new)
+        patched = await self.client.patch_status(TRAINJOB, meta["name"], meta.get("namespace"), patch)
         self.caches.trainjobs.remember(patched)
         new_conds = new.get("conditions") or []
         if st.is_true(new_conds, c.COND_COMPLETE) and not st.is_true(old_conds, c.COND_COMPLETE):

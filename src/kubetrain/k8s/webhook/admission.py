@@ -92,7 +92,7 @@ def aggregate(messages: list[str]) -> str:
 
 
 def error_text(f: Finding) -> str:
-    """``spec.trainer.numNodes: must be >= 1 (fix: ...)``: field path and message, as ``kubetrain validate``."""
+    """``spec.trainer.numNodes: must be >= 1 (fix: ...)``: path and message, as ``kubetrain validate``."""
     text = f"{f.path}: {f.message}" if f.path else f.message
     return f"{text} (fix: {f.fix})" if f.fix else text
 

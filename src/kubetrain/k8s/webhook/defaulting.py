@@ -43,10 +43,19 @@ def runtime_patch_times(
         current = patch.get("time")
         before = old_by_manager.get(patch.get("manager", "")) if operation == "UPDATE" else None
         if before is not None:
-            unchanged = _content(before) == _content(patch)
-            want = (before.get("time") or current or stamp) if unchanged else stamp
+            # Unchanged content keeps the old time exactly (even none), so the validator sees no change.
+            want = before.get("time") if _content(before) == _content(patch) else stamp
         else:
             want = current or stamp
-        if want != current:
-            ops.append({"op": "replace" if "time" in patch else "add", "path": pointer("spec", "runtimePatches", i, "time"), "value": want})
+        if want is None:
+            if "time" in patch:
+                ops.append({"op": "remove", "path": pointer("spec", "runtimePatches", i, "time")})
+        elif want != current:
+            ops.append(
+                {
+                    "op": "replace" if "time" in patch else "add",
+                    "path": pointer("spec", "runtimePatches", i, "time"),
+                    "value": want,
+                }
+            )
     return ops

@@ -127,8 +127,8 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
         if (rjob.get("active") or 0) > 0:
             result.error(
                 "spec.runtimePatches",
-                f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {rjob.get('name')} is still "
-                "active",
+                "RuntimePatches cannot be modified when the JobSet's ReplicatedJob "
+                f"{rjob.get('name')} is still active",
                 "wait until the suspended JobSet's pods have stopped",
             )
     return result
@@ -141,9 +141,10 @@ async def review_runtime(req: Request) -> Response:
     runtime, result = _parse(req.obj, req.kind or "runtime")
     if runtime is None:
         return _response(req, result)
-    old = None
+    old: AnyRuntime | None = None
     if req.operation == "UPDATE" and req.old is not None:
-        old, _ = parse_manifest(req.old)
+        parsed_old, _ = parse_manifest(req.old)
+        old = parsed_old if isinstance(parsed_old, TrainingRuntime | ClusterTrainingRuntime) else None
     result.extend(validate_runtime_object(runtime, old=old))
     if req.operation == "UPDATE":
         # Upstream warns about a deprecated runtime when it is created, not on every later update.

@@ -1,0 +1,289 @@
+"""The operator process: informers feed a work queue, workers reconcile, one replica leads.
+
+Start-up order: health endpoint (so liveness works while waiting) -> optional webhook server -> leader
+election -> informers -> wait for caches -> workers. Shutdown reverses it: stop handing out keys, let
+in-flight reconciles finish (``shutdown_grace``), stop informers, release the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import importlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from kubetrain.api import constants as c
+from kubetrain.compiler import KeyGen, ecdsa_keygen
+from kubetrain.k8s.client import ApiError, Client
+from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.operator.health import HealthServer
+from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
+from kubetrain.k8s.operator.leader import LeaderElector
+from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.reconciler import Caches, Key, ReconcileError, Requeue, TrainJobReconciler, utcnow
+from kubetrain.k8s.operator.settings import OperatorSettings
+from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
+
+log = logging.getLogger("kubetrain.operator")
+CONTROLLER = "trainjob"
+LEGACY_FINALIZER = "trainer.kubeflow.org/resource-in-use"
+
+
+def controller_owner(obj: dict[str, Any]) -> Key | None:
+    """The TrainJob that controls ``obj``, if any."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == c.KIND_TRAINJOB
+            and ref.get("apiVersion", "").startswith(c.GROUP + "/")
+        ):
+            return (meta.get("namespace") or "", ref.get("name") or "")
+    return None
+
+
+def owned_only(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """Cache only objects a TrainJob controls: the operator never needs the cluster's other ConfigMaps."""
+    return strip_managed_fields(obj) if controller_owner(obj) else None
+
+
+def owned_secret(obj: dict[str, Any]) -> dict[str, Any] | None:
+    # The operator only needs to know an SSH Secret exists; keeping key material in memory is pointless.
+    kept = owned_only(obj)
+    if kept is not None:
+        kept.pop("data", None)
+        kept.pop("stringData", None)
+    return kept
+
+
+class Operator:
+    def __init__(
+        self,
+        client: Client,
+        settings: OperatorSettings | None = None,
+        *,
+        keygen: KeyGen = ecdsa_keygen,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self.client = client
+        self.settings = s = settings or OperatorSettings()
+        self.metrics = Metrics()
+        self.queue = WorkQueue(base_delay=s.backoff_base, max_delay=s.backoff_max)
+        ns, wt = s.namespace, s.watch_timeout
+        self.trainjobs = Informer(client, r.TRAINJOB, namespace=ns, watch_timeout=wt)
+        self.runtimes = Informer(client, r.TRAINING_RUNTIME, namespace=ns, watch_timeout=wt)
+        self.cluster_runtimes = Informer(client, r.CLUSTER_TRAINING_RUNTIME, watch_timeout=wt)
+        owned = {
+            (res.api_version, res.kind): Informer(
+                client,
+                res,
+                namespace=ns,
+                transform=owned_secret if res is r.SECRET else owned_only,
+                watch_timeout=wt,
+            )
+            for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP)
+        }
+        self.caches = Caches(self.trainjobs, self.runtimes, self.cluster_runtimes, owned)
+        self.reconciler = TrainJobReconciler(client, self.caches, self.metrics, keygen=keygen, clock=clock)
+        self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
+        self.elector: LeaderElector | None = None
+        if s.leader_election:
+            self.elector = LeaderElector(
+                client,
+                name=s.lease_name,
+                namespace=s.lease_namespace,
+                identity=s.identity,
+                lease_duration=s.lease_duration,
+                renew_deadline=s.renew_deadline,
+                retry_period=s.retry_period,
+            )
+        self.health: HealthServer | None = None
+        self.started = asyncio.Event()
+        """Set once caches are synced and workers run (tests and the bench wait on it)."""
+        self._webhook_stop: Callable[[], Awaitable[None]] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.metrics.queue_depth.set_function(lambda: len(self.queue))
+        self.metrics.queue_processing.set_function(lambda: self.queue.processing)
+        self.metrics.api_requests.set_function(lambda: client.session.requests_total)
+        self.trainjobs.handlers.append(self._on_trainjob)
+        for inf in owned.values():
+            inf.handlers.append(self._on_owned)
+        self.runtimes.handlers.append(self._on_runtime)
+        self.cluster_runtimes.handlers.append(self._on_runtime)
+
+    # -- event handlers: map every event to the TrainJob key(s) to reconcile ------------------------------
+    def _on_trainjob(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        if type_ == "ADDED" and not initial:
+            self.reconciler.first_seen.setdefault(key, time.monotonic())
+        if type_ == "DELETED":
+            self.reconciler.first_seen.pop(key, None)
+            return
+        self.queue.add(key, LOW if initial else HIGH)
+
+    def _on_owned(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
+        key = controller_owner(obj)
+        if key is not None and not initial:
+            # Initial lists of owned objects add nothing: the TrainJob initial list already queues every job.
+            self.queue.add(key, HIGH)
+
+    def _on_runtime(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
+        if LEGACY_FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or []):
+            self._spawn(self._strip_finalizer(obj))
+        if initial or type_ == "DELETED":
+            return
+        # A runtime that appears late unblocks TrainJobs that referenced it before it existed. Jobs that
+        # already have a snapshot are unaffected by runtime edits, so they are not queued.
+        meta = obj.get("metadata") or {}
+        snapshots = self.caches.owned[("v1", "ConfigMap")]
+        for (ns, name), tj in list(self.trainjobs.store.items()):
+            ref = (tj.get("spec") or {}).get("runtimeRef") or {}
+            if ref.get("name") != meta.get("name") or (
+                ref.get("kind") or c.KIND_CLUSTER_TRAINING_RUNTIME
+            ) != obj.get("kind"):
+                continue
+            if obj.get("kind") == c.KIND_TRAINING_RUNTIME and ns != meta.get("namespace"):
+                continue
+            if snapshots.get(ns, f"{name}-runtime-snapshot") is None:
+                self.queue.add((ns, name), HIGH)
+
+    async def _strip_finalizer(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        finalizers = [f for f in meta.get("finalizers") or [] if f != LEGACY_FINALIZER]
+        res = r.TRAINING_RUNTIME if obj.get("kind") == c.KIND_TRAINING_RUNTIME else r.CLUSTER_TRAINING_RUNTIME
+        patch = {
+            "metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}
+        }
+        try:
+            await self.client.merge_patch(res, meta["name"], meta.get("namespace"), patch)
+        except ApiError as exc:
+            log.info("could not remove legacy finalizer: %s", exc, extra={"object": r.ref(obj)})
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    # -- workers -----------------------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = cast(Key, await self.queue.get())
+            except asyncio.CancelledError:
+                return
+            start = time.perf_counter()
+            ref = f"TrainJob {key[0]}/{key[1]}"
+            try:
+                requeue = await self.reconciler.reconcile(key)
+                self.queue.forget(key)
+                self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
+                if requeue is not None:
+                    self.queue.add_after(key, requeue)
+            except Requeue:
+                self.metrics.reconcile_total.labels(CONTROLLER, "requeue").inc()
+                self.queue.done(key)
+                self.queue.add(key, HIGH)
+                continue
+            except asyncio.CancelledError:
+                self.queue.done(key)
+                raise
+            except Exception as exc:
+                self.metrics.reconcile_total.labels(CONTROLLER, "error").inc()
+                self.metrics.reconcile_errors.labels(CONTROLLER).inc()
+                delay = self.queue.add_rate_limited(key)
+                level = logging.WARNING if isinstance(exc, (ReconcileError, ApiError)) else logging.ERROR
+                log.log(
+                    level,
+                    "reconcile failed, retrying in %.2fs: %s",
+                    delay,
+                    exc,
+                    exc_info=level == logging.ERROR,
+                    extra={"object": ref, "controller": CONTROLLER},
+                )
+            finally:
+                self.metrics.reconcile_duration.labels(CONTROLLER).observe(time.perf_counter() - start)
+            self.queue.done(key)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def ready(self) -> bool:
+        # A standby replica is ready (it serves the webhook); the leader once its caches are synced.
+        return (self.elector is not None and not self.elector.is_leader) or self.started.is_set()
+
+    async def _start_webhook(self) -> None:
+        """Hook point for the admission webhook (``kubetrain.k8s.webhook.server.start``), when configured."""
+        s = self.settings
+        if s.webhook_port is None:
+            return
+        try:
+            server = importlib.import_module("kubetrain.k8s.webhook.server")
+        except ModuleNotFoundError:
+            log.error("webhook requested but kubetrain.k8s.webhook.server is not available")
+            return
+        stop = server.start(port=s.webhook_port, cert_dir=s.webhook_cert_dir, client=self.client)
+        if inspect.isawaitable(stop):
+            stop = await stop
+        self._webhook_stop = stop if callable(stop) else None
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (0) or leadership is lost (1, so the process restarts cleanly)."""
+        s = self.settings
+        if s.health_port is not None:
+            self.health = HealthServer(self.metrics.registry, ready=self.ready)
+            await self.health.start(s.health_host, s.health_port)
+        await self._start_webhook()
+        code = 0
+        try:
+            if self.elector is not None:
+                if not await self.elector.acquire(stop):
+                    return 0
+                self.metrics.leader.set(1)
+                self._spawn(self.elector.keep())
+            informer_tasks = [asyncio.create_task(inf.run()) for inf in self.informers]
+            await asyncio.wait_for(asyncio.gather(*(inf.synced.wait() for inf in self.informers)), None)
+            workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
+            if s.resync_period > 0:
+                self._spawn(self._resync())
+            self.started.set()
+            log.info("operator started", extra={"controller": CONTROLLER})
+            waits = [asyncio.ensure_future(stop.wait())]
+            if self.elector is not None:
+                waits.append(asyncio.ensure_future(self.elector.lost.wait()))
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in waits:
+                w.cancel()
+            if self.elector is not None and self.elector.lost.is_set():
+                code = 1
+            self.queue.close()
+            _, pending = await asyncio.wait(workers, timeout=s.shutdown_grace)
+            for task in [*pending, *informer_tasks, *self._tasks]:
+                task.cancel()
+            await asyncio.gather(*pending, *informer_tasks, *self._tasks, return_exceptions=True)
+        finally:
+            if self.elector is not None:
+                await self.elector.release()
+                self.metrics.leader.set(0)
+            if self._webhook_stop is not None:
+                await self._webhook_stop()
+            if self.health is not None:
+                await self.health.stop()
+        log.info("operator stopped", extra={"controller": CONTROLLER})
+        return code
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_period)
+            for key in list(self.trainjobs.store):
+                self.queue.add(key, LOW)
+
+
+async def run_operator(client: Client, settings: OperatorSettings, stop: asyncio.Event) -> int:
+    operator = Operator(client, settings)
+    with contextlib.suppress(asyncio.CancelledError):
+        return await operator.run(stop)
+    return 0

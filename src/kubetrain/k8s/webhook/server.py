@@ -1,0 +1,214 @@
+"""The admission webhook HTTPS server (aiohttp).
+
+``make_app`` builds the routes; ``start`` serves them over TLS and returns a handle whose ``reload_certs``
+picks up rotated certificate files without dropping connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from kubetrain.k8s.webhook import names
+from kubetrain.k8s.webhook.admission import BadReview, Request, Response
+from kubetrain.k8s.webhook.review import (
+    Clock,
+    JobSetLookup,
+    LookupFailed,
+    RuntimeLookup,
+    default_trainjob,
+    review_runtime,
+    review_trainjob,
+)
+
+log = logging.getLogger(__name__)
+
+# Request bodies are one object plus its old version; 8 MiB leaves room for large pod templates.
+MAX_BODY = 8 * 1024 * 1024
+
+
+@dataclass
+class Latencies:
+    """Server-side handling time per path (seconds), the most recent ``keep`` requests."""
+
+    keep: int = 10_000
+    samples: dict[str, deque[float]] = field(default_factory=dict)
+
+    def add(self, path: str, seconds: float) -> None:
+        self.samples.setdefault(path, deque(maxlen=self.keep)).append(seconds)
+
+    def percentile(self, path: str, p: float) -> float:
+        data = sorted(self.samples.get(path, ()))
+        if not data:
+            return 0.0
+        return data[min(len(data) - 1, round(p / 100 * (len(data) - 1)))]
+
+
+LATENCIES = web.AppKey("latencies", Latencies)
+READY = web.AppKey("ready", asyncio.Event)
+
+Review = Callable[[Request], Awaitable[Response]]
+
+
+def _handler(review: Review, latencies: Latencies) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(http: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            try:
+                req = Request.parse(json.loads(await http.read()))
+            except (ValueError, BadReview) as exc:  # json.JSONDecodeError is a ValueError
+                return web.Response(status=400, text=f"bad AdmissionReview: {exc}\n")
+            try:
+                resp = await review(req)
+            except LookupFailed as exc:
+                log.warning("admission %s %s: %s", http.path, req.uid, exc)
+                resp = Response(uid=req.uid, errors=[str(exc)], code=500)
+            except Exception as exc:  # the API server turns a broken response into a denial anyway
+                log.exception("admission %s %s failed", http.path, req.uid)
+                resp = Response(uid=req.uid, errors=[f"internal error: {exc}"], code=500)
+            return web.json_response(resp.to_review(), dumps=_dumps)
+        finally:
+            latencies.add(http.path, time.perf_counter() - started)
+
+    return handle
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def make_app(
+    runtime_lookup: RuntimeLookup,
+    *,
+    jobset_lookup: JobSetLookup | None = None,
+    clock: Clock = _utcnow,
+    latencies: Latencies | None = None,
+) -> web.Application:
+    """The webhook routes (upstream's paths) plus ``/healthz`` and ``/readyz``.
+
+    ``runtime_lookup(kind, name, namespace)`` returns the live runtime (a model or its dict) or None;
+    ``jobset_lookup(name, namespace)`` the live JobSet dict or None (used when runtime patches change);
+    ``clock`` stamps ``runtimePatches[].time``.
+    """
+    lat = latencies or Latencies()
+    app = web.Application(client_max_size=MAX_BODY)
+    app[LATENCIES] = lat
+    app[READY] = asyncio.Event()
+
+    async def trainjob(req: Request) -> Response:
+        return await review_trainjob(req, runtime_lookup, jobset_lookup)
+
+    async def defaulter(req: Request) -> Response:
+        return default_trainjob(req, clock)
+
+    app.router.add_post(names.MUTATE_TRAINJOB, _handler(defaulter, lat))
+    app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat))
+    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(review_runtime, lat))
+    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(review_runtime, lat))
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(http: web.Request) -> web.Response:
+        ready = http.app[READY].is_set()
+        return web.Response(status=200 if ready else 503, text="ok\n" if ready else "not serving yet\n")
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def server_ssl_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContext:
+    """TLS 1.2+ server context (the API server speaks 1.2 and 1.3)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(str(cert_file), str(key_file))
+    return ctx
+
+
+@dataclass
+class WebhookServer:
+    """A running server. ``port`` is the bound port (useful when started with port 0)."""
+
+    runner: web.AppRunner
+    site: web.TCPSite
+    ssl_context: ssl.SSLContext
+    cert_file: Path
+    key_file: Path
+    port: int
+
+    @property
+    def app(self) -> web.Application:
+        return self.runner.app
+
+    def reload_certs(self) -> None:
+        """Serve the current files from now on; connections already open keep their session."""
+        self.ssl_context.load_cert_chain(str(self.cert_file), str(self.key_file))
+        log.info("webhook serving certificate reloaded")
+
+    async def watch_certs(self, stop: asyncio.Event, interval: float = 10.0) -> None:
+        """Reload when the files change (cert-manager or a kubelet-refreshed Secret volume)."""
+
+        def stamp() -> tuple[float, float]:
+            return (self.cert_file.stat().st_mtime, self.key_file.stat().st_mtime)
+
+        last = stamp()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            try:
+                now = stamp()
+                if now != last:
+                    self.reload_certs()
+                    last = now
+            except (OSError, ssl.SSLError) as exc:  # half-written pair: try again next round
+                log.warning("webhook certificate reload skipped: %s", exc)
+
+    async def stop(self) -> None:
+        self.app[READY].clear()
+        await self.runner.cleanup()
+
+
+async def start(
+    runtime_lookup: RuntimeLookup,
+    *,
+    cert_dir: str | Path = names.DEFAULT_CERT_DIR,
+    host: str = "0.0.0.0",
+    port: int = names.DEFAULT_PORT,
+    jobset_lookup: JobSetLookup | None = None,
+    clock: Clock = _utcnow,
+    cert_name: str = "tls.crt",
+    key_name: str = "tls.key",
+) -> WebhookServer:
+    """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening."""
+    cert_file, key_file = Path(cert_dir) / cert_name, Path(cert_dir) / key_name
+    ctx = server_ssl_context(cert_file, key_file)
+    app = make_app(runtime_lookup, jobset_lookup=jobset_lookup, clock=clock)
+    runner = web.AppRunner(
+        app, access_log=None
+    )  # one line per admission request would drown the operator log
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ctx)
+    await site.start()
+    bound = port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        bound = server.sockets[0].getsockname()[1]
+    app[READY].set()
+    log.info("admission webhook listening on https://%s:%d", host, bound)
+    return WebhookServer(runner, site, ctx, cert_file, key_file, bound)

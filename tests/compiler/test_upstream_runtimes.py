@@ -1,0 +1,86 @@
+"""Upstream's shipped runtimes load unchanged, validate, compile; every emitted JobSet and PodGroup is valid
+under the real CRD schemas (OpenAPI v3 validator)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from openapi_schema_validator import OAS30Validator
+
+from kubetrain.api.loader import load_file
+from kubetrain.api.runtime import ClusterTrainingRuntime
+from kubetrain.api.validation import validate_runtime_object
+from kubetrain.compiler import compile_trainjob, fixed_keygen, validate_trainjob
+from kubetrain.runtimes import builtin_runtimes
+from tests.builders import TrainJobBuilder
+from tests.conftest import SHARED, shared_path
+
+RUNTIME_FILES = sorted((SHARED / "reference" / "upstream" / "runtimes").glob("v*/*.yaml"))
+
+
+@cache
+def crd_validator(*parts: str) -> OAS30Validator:
+    crd = yaml.safe_load(shared_path("reference", "upstream", *parts).read_text())
+    return OAS30Validator(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def schema_errors(obj: dict[str, Any]) -> list[str]:
+    validators = {
+        "JobSet": ("jobset", "jobset.x-k8s.io_jobsets.yaml"),
+        "PodGroup/scheduling.x-k8s.io/v1alpha1": ("podgroup", "scheduling.x-k8s.io_podgroups.yaml"),
+        "PodGroup/scheduling.volcano.sh/v1beta1": ("podgroup", "scheduling.volcano.sh_podgroups.yaml"),
+    }
+    key = obj["kind"] if obj["kind"] == "JobSet" else f"{obj['kind']}/{obj['apiVersion']}"
+    if key not in validators:
+        return []
+    v = crd_validator(*validators[key])
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(obj)]
+
+
+@pytest.mark.parametrize("path", RUNTIME_FILES, ids=[f"{p.parent.name}/{p.name}" for p in RUNTIME_FILES])
+def test_upstream_runtime_loads_validates_and_compiles(path: Path) -> None:
+    loaded = load_file(path)
+    assert loaded.result.errors == [] and loaded.result.warnings == []
+    (runtime,) = loaded.objects
+    assert isinstance(runtime, ClusterTrainingRuntime)
+    assert validate_runtime_object(runtime).errors == []
+    tj = TrainJobBuilder(name="minimal", runtime=runtime.name).build()
+    assert validate_trainjob(tj, runtime).errors == []
+    objects = compile_trainjob(tj, runtime, keygen=fixed_keygen())
+    assert objects[-1]["kind"] == "JobSet"
+    for obj in objects:
+        assert schema_errors(obj) == []
+
+
+def test_no_upstream_runtime_missed() -> None:
+    assert len(RUNTIME_FILES) >= 16 or not SHARED.exists()
+
+
+@pytest.mark.parametrize("runtime", builtin_runtimes(), ids=lambda r: r.name)
+def test_builtin_runtimes_compile_to_valid_objects(runtime: ClusterTrainingRuntime) -> None:
+    assert "trainer.kubeflow.org/framework" in runtime.labels
+    tj = TrainJobBuilder(name="big", runtime=runtime.name).trainer(numNodes=3).build()
+    for obj in compile_trainjob(tj, runtime, keygen=fixed_keygen()):
+        assert schema_errors(obj) == []
+
+
+def test_podgroups_validate_against_their_crds() -> None:
+    from tests.builders import RuntimeBuilder
+
+    for policy in ({"coscheduling": {}}, {"volcano": {"queue": "q", "networkTopology": {"mode": "hard"}}}):
+        rt = RuntimeBuilder().ml(numNodes=2, torch={}).pod_group(**policy).trainer(
+            resources={"requests": {"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": 1}}).build()
+        objs = compile_trainjob(TrainJobBuilder().build(), rt, keygen=fixed_keygen())
+        pgs = [o for o in objs if o["kind"] == "PodGroup"]
+        assert len(pgs) == 1 and schema_errors(pgs[0]) == []
+
+
+def test_schema_check_can_fail() -> None:
+    rt = builtin_runtimes()[0]
+    js = compile_trainjob(TrainJobBuilder(runtime=rt.name).build(), rt, keygen=fixed_keygen())[-1]
+    js["spec"]["replicatedJobs"][0]["replicas"] = "many"
+    assert schema_errors(js)

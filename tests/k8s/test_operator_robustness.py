@@ -1,0 +1,228 @@
+"""Errors surfaced as conditions, create-once objects, restarts, lost watches, throttling, leader election."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.operator import Operator, OperatorSettings
+from tests.k8s.helpers import (
+    client_for,
+    fake_env,
+    mpi_runtime,
+    run,
+    running_operator,
+    torch_runtime,
+    trainjob,
+    wait_for,
+)
+
+JS = "jobset.x-k8s.io"
+
+
+def conditions(env, name: str) -> dict[str, dict]:
+    st = env.get("trainjobs", name).get("status") or {}
+    return {c["type"]: c for c in st.get("conditions") or []}
+
+
+def test_missing_runtime_sets_a_condition_and_an_event_then_recovers() -> None:
+    async def body() -> None:
+        async with fake_env() as env, running_operator(env):
+            await env.client.create(trainjob("job", runtime="late"))
+            cond = await wait_for(
+                lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition"
+            )
+            assert cond["status"] == "True" and cond["reason"] == "BuildFailed"
+            assert "not found ClusterTrainingRuntime specified in TrainJob" in cond["message"]
+            events = env.items("events", group="")
+            assert any(
+                e["reason"] == "TrainJobResourcesCreationFailed"
+                and e["type"] == "Warning"
+                and e["message"].startswith("TrainJob resources reconciliation failed: ")
+                for e in events
+            )
+            await env.client.create(torch_runtime("late"))
+            await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet after runtime appears")
+            await wait_for(lambda: "ResourcesCreationFailed" not in conditions(env, "job"), what="cleared")
+
+    run(body)
+
+
+def test_unsupported_runtime_kind_fails_the_trainjob() -> None:
+    async def body() -> None:
+        async with fake_env() as env, running_operator(env):
+            await env.client.create(trainjob("job", runtimeRef={"name": "x", "kind": "FancyRuntime"}))
+            cond = await wait_for(lambda: conditions(env, "job").get("Failed"), what="Failed")
+            assert cond["reason"] == "TrainingRuntimeNotSupported"
+            assert cond["message"] == "unsupported runtime: FancyRuntime.trainer.kubeflow.org"
+            assert env.find("jobsets", "job", group=JS) is None
+
+    run(body)
+
+
+def test_mpi_objects_secret_created_once_hostfile_and_podgroup() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(mpi_runtime())
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("mpi-job", runtime="mpi"))
+                await wait_for(lambda: env.find("jobsets", "mpi-job", group=JS), what="JobSet")
+                secret = env.get("secrets", "mpi-job-mpi-ssh-auth", group="")
+                assert secret["immutable"] is True
+                hostfile = env.get("configmaps", "mpi-job-mpi-hostfile", group="")
+                assert "mpi-job-node-0-0.mpi-job" in hostfile["data"]["hostfile"]
+                pg = env.get("podgroups", "mpi-job", group="scheduling.x-k8s.io")
+                assert pg["spec"]["minMember"] >= 2
+                # Suspend/resume re-applies JobSet and PodGroup but never re-creates the Secret.
+                secret_rv = secret["metadata"]["resourceVersion"]
+                await env.client.merge_patch(r.TRAINJOB, "mpi-job", "default", {"spec": {"suspend": True}})
+                await wait_for(lambda: env.get("jobsets", "mpi-job", group=JS)["spec"]["suspend"] is True)
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
+                assert (
+                    env.get("secrets", "mpi-job-mpi-ssh-auth", group="")["metadata"]["resourceVersion"]
+                    == secret_rv
+                )
+                posts = [p for m, p in env.api.requests if m == "POST" and "/secrets" in p]
+                assert len(posts) == 1
+
+    run(body)
+
+
+def test_restart_mid_burst_converges_without_duplicates_or_losses() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env):
+                for i in range(30):
+                    await env.client.create(trainjob(f"a{i}"))
+                await wait_for(lambda: len(env.items("jobsets", JS)) >= 5, what="some JobSets")
+            # Operator is down: more jobs arrive.
+            for i in range(20):
+                await env.client.create(trainjob(f"b{i}"))
+            async with running_operator(env) as op:
+                await wait_for(lambda: len(env.items("jobsets", JS)) == 50, what="all JobSets", timeout=30)
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
+            names = sorted(j["metadata"]["name"] for j in env.items("jobsets", JS))
+            assert names == sorted([f"a{i}" for i in range(30)] + [f"b{i}" for i in range(20)])
+            snaps = [
+                c for c in env.items("configmaps", "") if c["metadata"]["name"].endswith("-runtime-snapshot")
+            ]
+            assert len(snaps) == 50
+            # Every JobSet is owned by the TrainJob that exists now (same uid).
+            for js in env.items("jobsets", JS):
+                tj = env.get("trainjobs", js["metadata"]["name"])
+                assert js["metadata"]["ownerReferences"][0]["uid"] == tj["metadata"]["uid"]
+
+    run(body)
+
+
+def test_watch_drop_and_compaction_relist_and_keep_working() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("one"))
+                await wait_for(lambda: env.find("jobsets", "one", group=JS))
+                relists = op.trainjobs.relists
+                env.api.store.compact()
+                env.api.store.drop_watches()
+                await wait_for(lambda: op.trainjobs.relists > relists, what="relist after 410")
+                await env.client.create(trainjob("two"))
+                await wait_for(lambda: env.find("jobsets", "two", group=JS), what="JobSet after relist")
+
+    run(body)
+
+
+def test_throttled_api_server_is_retried_transparently() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            env.api.inject("PATCH", "/jobsets/job", 429, times=3, retry_after="0")
+            async with running_operator(env):
+                await env.client.create(trainjob("job"))
+                await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet despite 429s")
+            assert "ResourcesCreationFailed" not in conditions(env, "job")
+
+    run(body)
+
+
+def test_podgroup_crd_missing_is_reported_on_the_trainjob() -> None:
+    async def body() -> None:
+        from kubetrain.k8s.fakeapi import default_resources
+
+        async with fake_env(resources=default_resources(podgroups=False)) as env:
+            await env.client.create(mpi_runtime())
+            async with running_operator(env):
+                await env.client.create(trainjob("job", runtime="mpi"))
+                cond = await wait_for(lambda: conditions(env, "job").get("ResourcesCreationFailed"))
+                assert cond["reason"] == "ApplyFailed" and "404" in cond["message"]
+
+    run(body)
+
+
+def test_only_one_replica_leads_and_a_standby_takes_over() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            settings = dict(
+                leader_election=True,
+                health_port=None,
+                lease_namespace="default",
+                lease_duration=2.0,
+                renew_deadline=1.5,
+                retry_period=0.1,
+            )
+            c1, c2 = client_for(env.api, qps=0), client_for(env.api, qps=0)
+            op1 = Operator(c1, OperatorSettings(identity="one", **settings))
+            op2 = Operator(c2, OperatorSettings(identity="two", **settings))
+            stop1, stop2 = asyncio.Event(), asyncio.Event()
+            t1 = asyncio.create_task(op1.run(stop1))
+            await wait_for(lambda: op1.started.is_set(), what="first leader")
+            t2 = asyncio.create_task(op2.run(stop2))
+            await env.client.create(trainjob("job"))
+            await wait_for(lambda: env.find("jobsets", "job", group=JS))
+            assert not op2.started.is_set() and op2.ready()  # standby: ready, not reconciling
+            lease = env.get("leases", "kubetrain-operator", group="coordination.k8s.io")
+            assert lease["spec"]["holderIdentity"] == "one"
+            stop1.set()
+            assert await t1 == 0
+            await wait_for(lambda: op2.started.is_set(), what="standby takes over")
+            lease = env.get("leases", "kubetrain-operator", group="coordination.k8s.io")
+            assert lease["spec"]["holderIdentity"] == "two" and lease["spec"]["leaseTransitions"] == 1
+            await env.client.create(trainjob("job2"))
+            await wait_for(lambda: env.find("jobsets", "job2", group=JS))
+            stop2.set()
+            await t2
+            await c1.close()
+            await c2.close()
+
+    run(body)
+
+
+def test_health_ready_and_metrics_endpoints() -> None:
+    async def body() -> None:
+        import aiohttp
+
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env, health_port=0, health_host="127.0.0.1") as op:
+                await env.client.create(trainjob("job"))
+                await wait_for(lambda: env.find("jobsets", "job", group=JS))
+                await wait_for(lambda: op.metrics.trainjobs_created._value.get() == 1)
+                base = f"http://127.0.0.1:{op.health.port}"
+                async with aiohttp.ClientSession() as http:
+                    for path in ("/healthz", "/readyz"):
+                        async with http.get(base + path) as resp:
+                            assert resp.status == 200
+                    async with http.get(base + "/metrics") as resp:
+                        text = await resp.text()
+                for name in (
+                    "kubetrain_trainjobs_created_total 1.0",
+                    "kubetrain_reconcile_total{",
+                    "kubetrain_workqueue_depth",
+                    "kubetrain_trainjob_jobset_latency_seconds_count 1.0",
+                    "kubetrain_reconcile_duration_seconds_bucket",
+                ):
+                    assert name in text, name
+
+    run(body)

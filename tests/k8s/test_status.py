@@ -1,0 +1,105 @@
+"""Status rules as pure functions (reference §5 and §8.2)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kubetrain.k8s.operator import status as st
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def tj(**spec) -> dict:
+    return {
+        "metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"runtimeRef": {"name": "x"}, **spec},
+    }
+
+
+def test_never_suspended_job_gets_no_condition() -> None:
+    update = st.compute(tj(), None, T0)
+    assert update.status == {} and not update.changed
+
+
+def test_suspend_then_resume_and_transition_time_moves_only_on_flip() -> None:
+    job = tj(suspend=True)
+    first = st.compute(job, None, T0)
+    job["status"] = first.status
+    again = st.compute(job, None, T0 + dt.timedelta(minutes=5))
+    assert not again.changed
+    job["spec"]["suspend"] = False
+    resumed = st.compute(job, None, T0 + dt.timedelta(minutes=10))
+    cond = resumed.status["conditions"][0]
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Resumed", "TrainJob is resumed")
+    assert cond["lastTransitionTime"] == "2026-01-01T00:10:00Z"
+
+
+def test_jobset_conditions_other_than_completed_failed_are_ignored() -> None:
+    js = {
+        "status": {
+            "conditions": [
+                {"type": "StartupPolicyCompleted", "status": "True"},
+                {"type": "Failed", "status": "False"},
+            ]
+        }
+    }
+    assert st.compute(tj(), js, T0).status == {}
+
+
+def test_deadline_requeues_for_the_remaining_time_then_fails() -> None:
+    job = tj(activeDeadlineSeconds=600)
+    pending = st.compute(job, None, T0 + dt.timedelta(seconds=100))
+    assert pending.deadline.requeue_after == 500 and not pending.deadline.exceeded
+    over = st.compute(job, None, T0 + dt.timedelta(seconds=601))
+    assert over.deadline.exceeded
+    assert over.status["conditions"][0]["reason"] == "DeadlineExceeded"
+
+
+def test_deadline_clock_restarts_at_resume_and_stops_while_suspended() -> None:
+    job = tj(activeDeadlineSeconds=60, suspend=True)
+    assert st.compute(job, None, T0 + dt.timedelta(hours=1)).deadline.requeue_after is None
+    job["spec"]["suspend"] = False
+    job["status"] = {
+        "conditions": [
+            {
+                "type": "Suspended",
+                "status": "False",
+                "reason": "Resumed",
+                "lastTransitionTime": "2026-01-01T01:00:00Z",
+            }
+        ]
+    }
+    update = st.compute(job, None, T0 + dt.timedelta(hours=1, seconds=30))
+    assert update.deadline.requeue_after == 30
+
+
+def test_deadline_failure_survives_a_later_jobset_sync() -> None:
+    job = tj(activeDeadlineSeconds=1)
+    job["status"] = {
+        "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "m"}],
+        "trainerStatus": {"progressPercentage": 42},
+    }
+    js = {
+        "status": {
+            "conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "x"}]
+        }
+    }
+    update = st.compute(job, js, T0)
+    cond = update.status["conditions"][0]
+    assert cond["reason"] == "DeadlineExceeded"
+    assert update.status["trainerStatus"] == {"progressPercentage": 42}  # not ours: passed through
+
+
+def test_resources_error_condition_is_set_and_then_removed() -> None:
+    job = tj()
+    failing = st.compute(job, None, T0, resources_error=("BuildFailed", "runtime missing"))
+    cond = failing.status["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "ResourcesCreationFailed",
+        "True",
+        "BuildFailed",
+        "runtime missing",
+    )
+    job["status"] = failing.status
+    healed = st.compute(job, None, T0)
+    assert healed.changed and "conditions" not in healed.status

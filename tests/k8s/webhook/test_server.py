@@ -1,0 +1,102 @@
+"""The HTTPS server itself: TLS trust and names, bad requests, health, certificate reload."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import ssl
+
+import pytest
+
+from kubetrain.k8s.certs import generate_bundle, write_cert_dir
+from kubetrain.k8s.webhook import names
+from kubetrain.k8s.webhook.server import LATENCIES
+from tests.k8s.webhook.conftest import NAMESPACE, SERVICE, Served, _Conn, client_context, trainjob
+
+
+def _get(served: Served, path: str) -> tuple[int, bytes]:
+    conn = _Conn(served.server.port, served.client_ctx, f"{SERVICE}.{NAMESPACE}.svc")
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_all_four_upstream_paths_answer(served: Served) -> None:
+    for path in (
+        names.MUTATE_TRAINJOB,
+        names.VALIDATE_TRAINJOB,
+        names.VALIDATE_TRAINING_RUNTIME,
+        names.VALIDATE_CLUSTER_TRAINING_RUNTIME,
+    ):
+        resp = served.review(path, trainjob(), operation="DELETE")
+        assert resp["allowed"] is True, path
+
+
+def test_every_service_dns_name_verifies(served: Served) -> None:
+    for sni in (SERVICE, f"{SERVICE}.{NAMESPACE}", f"{SERVICE}.{NAMESPACE}.svc.cluster.local"):
+        status, _ = served.post(names.VALIDATE_TRAINJOB, "{}", sni=sni)
+        assert status == 400
+
+
+def test_certificate_for_another_service_is_rejected(served: Served) -> None:
+    with pytest.raises(ssl.SSLCertVerificationError):
+        served.post(names.VALIDATE_TRAINJOB, "{}", sni="other.kubeflow-system.svc")
+
+
+def test_a_client_trusting_another_ca_is_refused(served: Served) -> None:
+    other = generate_bundle(SERVICE, NAMESPACE, dt.datetime.now(dt.UTC))
+    conn = _Conn(served.server.port, client_context(other.ca_cert), f"{SERVICE}.{NAMESPACE}.svc")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        conn.request("GET", "/healthz")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json",
+        json.dumps({"kind": "Pod"}),
+        json.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}),
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+    ],
+)
+def test_malformed_reviews_get_400(served: Served, body: str) -> None:
+    status, text = served.post(names.VALIDATE_TRAINJOB, body)
+    assert status == 400
+    assert text.startswith(b"bad AdmissionReview")
+
+
+def test_unknown_path_is_404(served: Served) -> None:
+    status, _ = served.post("/validate-something-else", "{}")
+    assert status == 404
+
+
+def test_health_and_readiness(served: Served) -> None:
+    assert _get(served, "/healthz") == (200, b"ok\n")
+    assert _get(served, "/readyz") == (200, b"ok\n")
+
+
+def test_latencies_are_recorded_per_path(served: Served) -> None:
+    served.review(names.VALIDATE_TRAINJOB, trainjob())
+    lat = served.server.app[LATENCIES]
+    assert lat.percentile(names.VALIDATE_TRAINJOB, 99) > 0
+
+
+def test_reload_serves_a_rotated_certificate_without_restart(served: Served) -> None:
+    """After rotation to a new CA, clients that trust only the new CA connect; the old CA no longer works."""
+    fresh = generate_bundle(SERVICE, NAMESPACE, dt.datetime.now(dt.UTC))
+    write_cert_dir(fresh, served.cert_dir)
+    served.server.reload_certs()
+    try:
+        conn = _Conn(served.server.port, client_context(fresh.ca_cert), f"{SERVICE}.{NAMESPACE}.svc")
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        conn.close()
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _get(served, "/healthz")
+    finally:
+        write_cert_dir(served.bundle, served.cert_dir)
+        served.server.reload_certs()
+    assert _get(served, "/healthz")[0] == 200

@@ -1,0 +1,168 @@
+"""TrainJob admission over real TLS: allowed, denied (403 with the aggregated field errors), warnings, lookups."""
+
+from __future__ import annotations
+
+from kubetrain.k8s.webhook import names
+from tests.k8s.webhook.conftest import Served, trainjob
+
+V = names.VALIDATE_TRAINJOB
+DEPRECATED = (
+    'Referenced ClusterTrainingRuntime "old-torch" is deprecated and will be removed in a future release of Kubeflow '
+    "Trainer. See runtime deprecation policy: "
+    "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
+)
+
+
+def test_valid_trainjob_is_allowed_without_warnings(served: Served) -> None:
+    resp = served.review(V, trainjob(trainer={"numNodes": 2, "image": "pytorch/pytorch:2.13.0"}))
+    assert resp == {"uid": resp["uid"], "allowed": True}
+
+
+def test_runtime_is_looked_up_by_kind_name_and_namespace(served: Served) -> None:
+    served.cluster.calls.clear()
+    served.review(V, trainjob())
+    assert served.cluster.calls == [("ClusterTrainingRuntime", "torch-distributed", None)]
+
+
+def test_missing_cluster_runtime_is_denied_with_403(served: Served) -> None:
+    resp = served.review(V, trainjob(runtime="nope"))
+    assert resp["allowed"] is False
+    assert resp["status"]["code"] == 403
+    assert resp["status"]["reason"] == "Forbidden"
+    assert resp["status"]["message"].startswith(
+        'spec.runtimeRef.name: ClusterTrainingRuntime "nope" not found: specified clusterTrainingRuntime must be '
+        "created before the TrainJob is created"
+    )
+
+
+def test_namespaced_runtime_found_in_the_trainjob_namespace(served: Served) -> None:
+    job = trainjob(runtime="team-torch")
+    job["metadata"]["namespace"] = "team-a"
+    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    assert served.review(V, job, namespace="team-a")["allowed"] is True
+    job["metadata"]["namespace"] = "team-b"
+    resp = served.review(V, job, namespace="team-b")
+    assert resp["allowed"] is False
+    assert 'TrainingRuntime "team-torch" not found' in resp["status"]["message"]
+
+
+def test_namespace_comes_from_the_request_when_the_object_has_none(served: Served) -> None:
+    job = trainjob(runtime="team-torch")
+    del job["metadata"]["namespace"]
+    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    assert served.review(V, job, namespace="team-a")["allowed"] is True
+
+
+def test_unsupported_runtime_kind(served: Served) -> None:
+    job = trainjob()
+    job["spec"]["runtimeRef"]["kind"] = "FancyRuntime"
+    resp = served.review(V, job)
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith(
+        "spec.runtimeRef: unsupported runtime: FancyRuntime.trainer.kubeflow.org"
+    )
+
+
+def test_deprecated_runtime_warns_but_allows(served: Served) -> None:
+    resp = served.review(V, trainjob(runtime="old-torch"))
+    assert resp["allowed"] is True
+    assert resp["warnings"] == [DEPRECATED]
+    # Also on update (upstream warns on both).
+    resp = served.review(
+        V, trainjob(runtime="old-torch"), old=trainjob(runtime="old-torch"), operation="UPDATE"
+    )
+    assert resp["warnings"] == [DEPRECATED]
+
+
+def test_several_errors_are_aggregated_in_one_message(served: Served) -> None:
+    resp = served.review(V, trainjob(name="Bad_Name", runtime="nope"))
+    assert resp["allowed"] is False
+    msg = resp["status"]["message"]
+    assert msg.startswith("[") and msg.endswith("]"), msg
+    assert "metadata.name: metadata.name must match RFC 1035 DNS label format" in msg
+    assert 'spec.runtimeRef.name: ClusterTrainingRuntime "nope" not found' in msg
+
+
+def test_schema_errors_stop_before_the_runtime_checks(served: Served) -> None:
+    resp = served.review(V, trainjob(trainer={"numNodes": -1}))
+    assert (
+        resp["status"]["message"]
+        == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
+    )
+
+
+def test_schema_errors_name_the_field(served: Served) -> None:
+    resp = served.review(V, trainjob(trainer={"numNodes": "two"}))
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith("spec.trainer.numNodes: ")
+
+
+def test_immutable_fields_on_update(served: Served) -> None:
+    old = trainjob(trainer={"numNodes": 1})
+    new = trainjob(trainer={"numNodes": 2})
+    resp = served.review(V, new, old=old, operation="UPDATE")
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith("spec.trainer: field is immutable")
+
+
+def _patched(suspend: bool, selector: str) -> dict[str, object]:
+    patch = {
+        "manager": "acme.io/queue",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {"template": {"spec": {"nodeSelector": {"pool": selector}}}}
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    return trainjob(suspend=suspend, runtimePatches=[patch])
+
+
+def test_runtime_patches_change_only_while_suspended(served: Served) -> None:
+    resp = served.review(V, _patched(False, "b"), old=_patched(False, "a"), operation="UPDATE")
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith(
+        "spec.runtimePatches: RuntimePatches can only be modified when the TrainJob is suspended before or after "
+        "the update"
+    )
+    assert (
+        served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
+    )
+
+
+def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served) -> None:
+    served.cluster.jobsets[("job", "default")] = {
+        "status": {"replicatedJobsStatus": [{"name": "node", "active": 2, "ready": 0}]}
+    }
+    try:
+        resp = served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")
+    finally:
+        del served.cluster.jobsets[("job", "default")]
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith(
+        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is still active"
+    )
+
+
+def test_lookup_failure_is_an_internal_error_not_a_verdict(served: Served) -> None:
+    served.cluster.fail_lookups = True
+    try:
+        resp = served.review(V, trainjob())
+    finally:
+        served.cluster.fail_lookups = False
+    assert resp["allowed"] is False
+    assert resp["status"]["code"] == 500
+    assert "apiserver unreachable" in resp["status"]["message"]
+
+
+def test_delete_is_allowed_untouched(served: Served) -> None:
+    resp = served.review(V, None, old=trainjob(), operation="DELETE")
+    assert resp == {"uid": resp["uid"], "allowed": True}
