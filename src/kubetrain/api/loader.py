@@ -131,7 +131,7 @@ def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Finding:
     if problem and "found '?'" in problem:
         fix = ("this line is indented less than the block above it: the fields of a list item must line up with "
                "the first field after its '- '")
-    if problem and "tab" in problem:
+    if problem and ("tab" in problem or "\\t" in problem or "\t" in problem):
         fix = "indent with spaces, not tabs"
     return Finding("", message, fix, source=f"{source}:{line}" if line else source)
 
@@ -230,8 +230,12 @@ def parse_manifest(
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
+        reported: set[tuple[Any, ...]] = set()
         for err in exc.errors():
             path, message, fix = _explain(err, doc, model, str(kind))
+            if path in reported:
+                continue  # one message per field: a union reports each branch that failed
+            reported.add(path)
             if path[:1] == ("spec",) and misplaced and err["type"] in ("missing", "model_type", "dict_type"):
                 continue  # already explained as misplaced structure
             error(path, message, fix)

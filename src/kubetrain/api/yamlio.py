@@ -8,7 +8,11 @@ from typing import Any
 import yaml
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter when the wheel has it: the runtime snapshot is dumped on every compile.
+_Base: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):  # type: ignore[valid-type,misc]
     def ignore_aliases(self, data: Any) -> bool:
         return True
 

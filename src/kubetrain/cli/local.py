@@ -52,7 +52,10 @@ def _backend(kubeconfig: str | None, context: str | None) -> Backend:
         except ImportError as exc:
             fail(f"the Kubernetes backend is not available in this installation ({exc})",
                  "unset KUBETRAIN_BACKEND and drop --kubeconfig/--context to run on this machine")
-        backend: Backend = ClusterBackend(kubeconfig, context)
+        try:
+            backend: Backend = ClusterBackend(kubeconfig, context)
+        except KubetrainError as exc:
+            fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
         return backend
     from kubetrain.local.backend import LocalBackend  # noqa: PLC0415 - keeps `kubetrain --help` fast
 

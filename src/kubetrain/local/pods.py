@@ -44,7 +44,15 @@ def proc_start_time(pid: int) -> str | None:
 
 
 def alive(pid: int | None, start: str | None) -> bool:
-    return pid is not None and start is not None and proc_start_time(pid) == start
+    """``pid`` still runs the process that had start time ``start`` (a zombie counts as gone)."""
+    if pid is None or start is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in ("Z", "X") and fields[19] == start
 
 
 def kill_group(pid: int, sig: int) -> None:

@@ -88,9 +88,17 @@ class Store:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.db_path()
         self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=30000")
-        self._conn.executescript(_SCHEMA)
+        # Switching to WAL takes an exclusive lock that ignores the busy timeout; concurrent first opens retry.
+        for attempt in range(200):
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError:
+                if attempt == 199:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         self._conn.close()

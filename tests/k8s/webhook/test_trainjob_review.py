@@ -1,4 +1,4 @@
-"""TrainJob admission over real TLS: allowed, denied (403 with the aggregated field errors), warnings, lookups."""
+"""TrainJob admission over real TLS: allowed, denied (403, aggregated field errors), warnings, lookups."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from tests.k8s.webhook.conftest import Served, trainjob
 
 V = names.VALIDATE_TRAINJOB
 DEPRECATED = (
-    'Referenced ClusterTrainingRuntime "old-torch" is deprecated and will be removed in a future release of Kubeflow '
-    "Trainer. See runtime deprecation policy: "
+    'Referenced ClusterTrainingRuntime "old-torch" is deprecated and will be removed in a future release of '
+    "Kubeflow Trainer. See runtime deprecation policy: "
     "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
 )
 
@@ -30,8 +30,8 @@ def test_missing_cluster_runtime_is_denied_with_403(served: Served) -> None:
     assert resp["status"]["code"] == 403
     assert resp["status"]["reason"] == "Forbidden"
     assert resp["status"]["message"].startswith(
-        'spec.runtimeRef.name: ClusterTrainingRuntime "nope" not found: specified clusterTrainingRuntime must be '
-        "created before the TrainJob is created"
+        'spec.runtimeRef.name: ClusterTrainingRuntime "nope" not found: specified clusterTrainingRuntime '
+        "must be created before the TrainJob is created"
     )
 
 
@@ -130,8 +130,8 @@ def test_runtime_patches_change_only_while_suspended(served: Served) -> None:
     resp = served.review(V, _patched(False, "b"), old=_patched(False, "a"), operation="UPDATE")
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith(
-        "spec.runtimePatches: RuntimePatches can only be modified when the TrainJob is suspended before or after "
-        "the update"
+        "spec.runtimePatches: RuntimePatches can only be modified when the TrainJob is suspended before or "
+        "after the update"
     )
     assert (
         served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
@@ -148,7 +148,8 @@ def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served)
         del served.cluster.jobsets[("job", "default")]
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith(
-        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is still active"
+        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is "
+        "still active"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from kubetrain.api.yamlio import dump
@@ -16,6 +18,12 @@ def snapshot_name(trainjob_name: str) -> str:
     return f"{trainjob_name}-runtime-snapshot"
 
 
+@lru_cache(maxsize=128)
+def _as_yaml(runtime_json: str) -> str:
+    # Many TrainJobs share a runtime; the JSON text is a cheap, exact cache key for the YAML rendering.
+    return dump(json.loads(runtime_json))
+
+
 class Snapshot:
     name = "RuntimeSnapshot"
 
@@ -25,7 +33,7 @@ class Snapshot:
         # Server-populated fields would make the snapshot differ between otherwise equal runtimes.
         for volatile in ("resourceVersion", "generation", "managedFields", "creationTimestamp", "uid"):
             meta.pop(volatile, None)
-        text = dump(runtime)
+        text = _as_yaml(json.dumps(runtime, sort_keys=False))
         return [
             {
                 "apiVersion": "v1",

@@ -46,6 +46,8 @@ class ApiSession:
         self.backoff_max = backoff_max
         self.requests_total = 0
         """Requests sent, retries included (the bench reads it)."""
+        self.warnings: list[str] = []
+        """``Warning`` headers from the server (admission warnings, deprecations), oldest first."""
         connector = aiohttp.TCPConnector(ssl=config.ssl_context(), limit=100)
         self._session = aiohttp.ClientSession(
             base_url=None,
@@ -62,6 +64,13 @@ class ApiSession:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
+
+    def _collect_warnings(self, headers: list[str]) -> None:
+        # RFC 7234 form used by the API server: `299 - "message"`.
+        for h in headers:
+            code, _, rest = h.partition(" ")
+            agent, _, text = rest.partition(" ")
+            self.warnings.append(text.strip().strip('"') if code == "299" and agent == "-" else h)
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after:
@@ -100,6 +109,7 @@ class ApiSession:
                     headers=self._headers(headers),
                 ) as resp:
                     text = await resp.text()
+                    self._collect_warnings(resp.headers.getall("Warning", []))
                     if resp.status < 300:
                         return json.loads(text) if text else {}
                     retry_after = resp.headers.get("Retry-After")

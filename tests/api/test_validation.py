@@ -1,0 +1,135 @@
+"""Object-level validation: runtime rules (§6.4, CEL §1.6), TrainJob rules (§1.2-1.3, §9.1 case 20), wording."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetrain.api import constants as c
+from kubetrain.api.validation import validate_runtime_object, validate_trainjob_object
+from kubetrain.compiler import resolve_runtime, validate_trainjob
+from kubetrain.runtimes import builtin_runtimes
+from tests.builders import RuntimeBuilder, TrainJobBuilder
+
+POLICY_URL = "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
+
+
+def errors(result: object) -> dict[str, str]:
+    return {e.path: e.message for e in result.errors}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["Invalid-Name", "1abc", "abc-", "a" * 64, "a_b"])
+def test_bad_trainjob_names(name: str) -> None:
+    result = validate_trainjob_object(TrainJobBuilder(name=name).build())
+    assert "metadata.name" in errors(result)
+
+
+def test_63_char_name_is_fine() -> None:
+    assert validate_trainjob_object(TrainJobBuilder(name="a" * 63).build()).ok
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "message"),
+    [
+        ({"managedBy": "me"}, "spec.managedBy", "ManagedBy must be trainer.kubeflow.org/trainjob-controller or "
+                                                "kueue.x-k8s.io/multikueue if set, got 'me'"),
+        ({"initializer": {"dataset": {"storageUri": "not a uri"}}}, "spec.initializer.dataset.storageUri",
+         "storageUri may be empty, or it must be a valid URI (scheme://...), got 'not a uri'"),
+        ({"trainer": {"numProcPerNode": 0}}, "spec.trainer.numProcPerNode",
+         "numProcPerNode must be greater than or equal to 1, got 0"),
+        ({"trainer": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}}, "spec.trainer.env",
+         "duplicate env name 'A'"),
+    ],
+)
+def test_trainjob_rules(spec: dict[str, object], path: str, message: str) -> None:
+    assert errors(validate_trainjob_object(TrainJobBuilder().spec(**spec).build())) == {path: message}
+
+
+def test_num_nodes_zero_is_accepted_negative_rejected_at_load() -> None:
+    from kubetrain.api.loader import parse_manifest
+
+    assert validate_trainjob_object(TrainJobBuilder().trainer(numNodes=0).build()).ok
+    obj, result = parse_manifest(TrainJobBuilder().trainer(numNodes=-1).obj)
+    assert obj is None
+    assert result.errors[0].path == "spec.trainer.numNodes"
+    assert "greater than or equal to 0" in result.errors[0].message
+
+
+@pytest.mark.parametrize("field", ["runtimeRef", "managedBy", "trainer", "initializer", "activeDeadlineSeconds"])
+def test_immutable_fields(field: str) -> None:
+    old = TrainJobBuilder().build()
+    changes = {"runtimeRef": {"name": "other"}, "managedBy": c.MANAGED_BY_MULTIKUEUE, "trainer": {"numNodes": 3},
+               "initializer": {"dataset": {"storageUri": "hf://x"}}, "activeDeadlineSeconds": 5}
+    new = TrainJobBuilder().spec(**{field: changes[field]}).build()
+    assert errors(validate_trainjob_object(new, old=old)) == {f"spec.{field}": "field is immutable"}
+
+
+def test_runtime_patches_change_only_while_suspended() -> None:
+    old = TrainJobBuilder().build()
+    patched = {"runtimePatches": [{"manager": "acme.io/m"}]}
+    result = validate_trainjob_object(TrainJobBuilder().spec(**patched).build(), old=old)
+    assert errors(result) == {"spec.runtimePatches": "RuntimePatches can only be modified when the TrainJob is "
+                                                      "suspended before or after the update"}
+    assert validate_trainjob_object(TrainJobBuilder().spec(suspend=True, **patched).build(), old=old).ok
+
+
+def test_runtime_one_policy_and_elastic_rules() -> None:
+    rt = RuntimeBuilder().ml(numNodes=2, torch={"elasticPolicy": {"maxNodes": 3}}, mpi={}).trainer().build()
+    found = errors(validate_runtime_object(rt))
+    assert found["spec.mlPolicy"].startswith("Only one of the policy can be configured")
+    assert found["spec.mlPolicy.numNodes"] == "numNodes should not be set if torch.elasticPolicy is configured"
+
+
+def test_runtime_ancestor_rules() -> None:
+    rt = (RuntimeBuilder()
+          .rjob("node", ancestor="trainer", replicas=2, containers=[{"name": "main", "image": "x"}])
+          .rjob("dataset-initializer", ancestor="dataset-initializer", containers=[{"name": "x", "image": "x"}])
+          .build())
+    found = errors(validate_runtime_object(rt))
+    base = "spec.template.spec.replicatedJobs"
+    assert found[f"{base}[0].replicas"] == "always must be 1 (got 2)"
+    assert found[f"{base}[0].template.spec.template.spec.containers"].startswith(
+        "must contain the required container for the ancestor: trainer")
+    assert found[f"{base}[1].template.spec.template.spec.containers"].startswith(
+        "must contain the required container for the ancestor: dataset-initializer")
+
+
+def test_runtime_depends_on_rules() -> None:
+    rt = (RuntimeBuilder().trainer(depends_on=None)
+          .rjob("a", depends_on=[("ghost", "Ready")], containers=[{"name": "a", "image": "a"}])
+          .rjob("b", depends_on=[("c", "Complete")], containers=[{"name": "b", "image": "b"}])
+          .rjob("c", containers=[{"name": "c", "image": "c"}]).build())
+    found = errors(validate_runtime_object(rt))
+    assert "does not exist" in found["spec.template.spec.replicatedJobs[1].dependsOn[0].name"]
+    assert "'c' must come before 'b'" in found["spec.template.spec.replicatedJobs[2].dependsOn[0].name"]
+
+
+def test_framework_label_and_deprecation_warnings() -> None:
+    rt = RuntimeBuilder(name="old").label(c.LABEL_SUPPORT, "deprecated").trainer().build()
+    rt.metadata.labels.pop(c.LABEL_FRAMEWORK)  # type: ignore[union-attr]
+    warnings = [w.message for w in validate_runtime_object(rt).warnings]
+    assert 'ClusterTrainingRuntime "old" has no trainer.kubeflow.org/framework label: the Kubeflow SDK will not ' \
+           "list it" in warnings
+    assert ('ClusterTrainingRuntime "old" is deprecated and will be removed in a future release of Kubeflow '
+            f"Trainer. See runtime deprecation policy: {POLICY_URL}") in warnings
+
+
+@pytest.mark.parametrize("kind", ["ClusterTrainingRuntime", "TrainingRuntime"])
+def test_referencing_a_deprecated_runtime_warns_for_both_kinds(kind: str) -> None:
+    rt = RuntimeBuilder(name="old", kind=kind, namespace="default").label(c.LABEL_SUPPORT, "deprecated").trainer()
+    result = validate_trainjob(TrainJobBuilder(runtime="old", kind=kind).build(), rt.build())
+    assert result.ok
+    assert [w.message for w in result.warnings] == [
+        f'Referenced {kind} "old" is deprecated and will be removed in a future release of Kubeflow Trainer. '
+        f"See runtime deprecation policy: {POLICY_URL}"]
+
+
+def test_resolve_unknown_kind_and_typos() -> None:
+    tj = TrainJobBuilder(runtime="torch-distributed", kind="torch-cluster-runtime").build()
+    _, result = resolve_runtime(tj, builtin_runtimes())
+    assert errors(result) == {"spec.runtimeRef": "unsupported runtime: torch-cluster-runtime.trainer.kubeflow.org"}
+    _, result = resolve_runtime(TrainJobBuilder(runtime="torch-distributd").build(), builtin_runtimes())
+    assert result.errors[0].fix is not None and "did you mean 'torch-distributed'" in result.errors[0].fix
+    _, result = resolve_runtime(TrainJobBuilder(runtime="torch-distributed", kind="TrainingRuntime").build(),
+                                builtin_runtimes())
+    assert result.errors[0].fix == ('a ClusterTrainingRuntime named "torch-distributed" exists: set '
+                                    "spec.runtimeRef.kind: ClusterTrainingRuntime")

@@ -1,0 +1,228 @@
+"""Self-signed webhook certificates: contents, renewal, Secret/caBundle objects and the reconcile loop."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from kubetrain.k8s import certs
+from kubetrain.k8s.certs import (
+    MUTATING,
+    VALIDATING,
+    CertManager,
+    bundle_from_secret,
+    ca_bundle_patch,
+    ensure_bundle,
+    generate_bundle,
+    renewal_reason,
+    secret_manifest,
+)
+from kubetrain.k8s.webhook import webhook_configurations
+
+T0 = dt.datetime(2026, 11, 22, 3, 0, tzinfo=dt.UTC)
+SVC, NS = "kubetrain-operator", "kubeflow-system"
+
+
+@pytest.fixture(scope="module")
+def bundle() -> certs.CertBundle:
+    return generate_bundle(SVC, NS, T0)
+
+
+def test_serving_cert_names_the_service_and_is_signed_by_the_ca(bundle: certs.CertBundle) -> None:
+    cert = x509.load_pem_x509_certificate(bundle.cert)
+    ca = x509.load_pem_x509_certificate(bundle.ca_cert)
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == [
+        SVC,
+        f"{SVC}.{NS}",
+        f"{SVC}.{NS}.svc",
+        f"{SVC}.{NS}.svc.cluster.local",
+    ]
+    cert.verify_directly_issued_by(ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    assert cert.not_valid_after_utc == T0 + certs.CERT_VALIDITY
+    assert ca.not_valid_after_utc == T0 + certs.CA_VALIDITY
+    assert cert.not_valid_before_utc < T0  # back-dated for clock skew
+
+
+def test_fresh_bundle_needs_no_renewal(bundle: certs.CertBundle) -> None:
+    assert renewal_reason(bundle, SVC, NS, T0 + dt.timedelta(days=1)) is None
+    assert ensure_bundle(bundle, SVC, NS, T0 + dt.timedelta(days=1)) == (bundle, None)
+
+
+def test_serving_cert_renewed_before_expiry_with_the_same_ca(bundle: certs.CertBundle) -> None:
+    later = T0 + certs.CERT_VALIDITY - certs.RENEW_BEFORE + dt.timedelta(hours=1)
+    assert renewal_reason(bundle, SVC, NS, later) == "serving certificate expires soon"
+    renewed, reason = ensure_bundle(bundle, SVC, NS, later)
+    assert reason == "serving certificate expires soon"
+    assert renewed.ca_cert == bundle.ca_cert and renewed.cert != bundle.cert
+    assert renewal_reason(renewed, SVC, NS, later) is None
+
+
+def test_ca_replaced_when_it_nears_expiry() -> None:
+    short_ca = generate_bundle(SVC, NS, T0, ca_valid_for=dt.timedelta(days=40))
+    later = T0 + dt.timedelta(days=15)
+    renewed, reason = ensure_bundle(short_ca, SVC, NS, later)
+    assert reason == "CA expires soon"
+    assert renewed.ca_cert != short_ca.ca_cert
+
+
+def test_serving_cert_never_outlives_its_ca() -> None:
+    b = generate_bundle(SVC, NS, T0, ca_valid_for=dt.timedelta(days=10))
+    assert b.not_after() == x509.load_pem_x509_certificate(b.ca_cert).not_valid_after_utc
+
+
+def test_cert_for_another_service_is_replaced(bundle: certs.CertBundle) -> None:
+    assert (
+        renewal_reason(bundle, "other", NS, T0) == "serving certificate is not for other.kubeflow-system.svc"
+    )
+
+
+def test_cert_from_another_ca_is_replaced(bundle: certs.CertBundle) -> None:
+    other = generate_bundle(SVC, NS, T0)
+    mixed = certs.CertBundle(bundle.ca_cert, bundle.ca_key, other.cert, other.key)
+    assert renewal_reason(mixed, SVC, NS, T0) == "serving certificate is not signed by the CA"
+
+
+def test_secret_round_trip(bundle: certs.CertBundle) -> None:
+    secret = secret_manifest(bundle, "kubetrain-webhook-cert", NS)
+    assert secret["type"] == "kubernetes.io/tls"
+    assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert bundle_from_secret(secret) == bundle
+    del secret["data"]["ca.key"]
+    assert bundle_from_secret(secret) is None
+    assert bundle_from_secret(None) is None
+
+
+def test_ca_bundle_patch_only_for_webhooks_that_lack_it(bundle: certs.CertBundle) -> None:
+    validating, mutating = webhook_configurations(SVC, NS)
+    ops = ca_bundle_patch(validating, bundle.ca_cert)
+    assert [o["path"] for o in ops] == [f"/webhooks/{i}/clientConfig/caBundle" for i in range(3)]
+    assert base64.b64decode(ops[0]["value"]) == bundle.ca_cert
+    injected = webhook_configurations(SVC, NS, ca_bundle=bundle.ca_cert)[1]
+    assert ca_bundle_patch(injected, bundle.ca_cert) == []
+    assert len(ca_bundle_patch(mutating, bundle.ca_cert)) == 1
+
+
+class FakeClient:
+    """In-memory Secret and webhook configurations, with an optional write conflict."""
+
+    def __init__(self) -> None:
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.configs = {(c["kind"], c["metadata"]["name"]): c for c in webhook_configurations(SVC, NS)}
+        self.patches: list[tuple[str, str, list[dict[str, Any]]]] = []
+        self.conflict_with: dict[str, Any] | None = None
+        self.version = 0
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.secrets.get((namespace, name))
+
+    async def put_secret(self, secret: dict[str, Any]) -> None:
+        key = (secret["metadata"]["namespace"], secret["metadata"]["name"])
+        if self.conflict_with is not None:
+            self.secrets[key], self.conflict_with = self.conflict_with, None
+            raise RuntimeError("409 Conflict")
+        self.version += 1
+        secret["metadata"]["resourceVersion"] = str(self.version)
+        self.secrets[key] = secret
+
+    async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None:
+        return self.configs.get((kind, name))
+
+    async def patch_webhook_configuration(self, kind: str, name: str, patch: list[dict[str, Any]]) -> None:
+        self.patches.append((kind, name, patch))
+        for op in patch:
+            i = int(op["path"].split("/")[2])
+            self.configs[(kind, name)]["webhooks"][i]["clientConfig"]["caBundle"] = op["value"]
+
+
+def manager(client: FakeClient, tmp_path: Any, clock: list[dt.datetime], rotated: list[int]) -> CertManager:
+    return CertManager(
+        client,
+        service=SVC,
+        namespace=NS,
+        secret_name="kubetrain-webhook-cert",
+        cert_dir=tmp_path,
+        configurations=[
+            (VALIDATING, "validator.trainer.kubeflow.org"),
+            (MUTATING, "defaulter.trainer.kubeflow.org"),
+        ],
+        clock=lambda: clock[0],
+        on_rotate=(lambda: rotated.append(1),),
+    )
+
+
+def trusted_cas(client: FakeClient) -> set[bytes]:
+    out = set()
+    for config in client.configs.values():
+        for hook in config["webhooks"]:
+            out.add(base64.b64decode(hook["clientConfig"]["caBundle"]))
+    return out
+
+
+def test_reconcile_creates_writes_injects_and_then_settles(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    mgr = manager(client, tmp_path, clock, rotated)
+    first = asyncio.run(mgr.reconcile())
+    assert bundle_from_secret(client.secrets[(NS, "kubetrain-webhook-cert")]) == first
+    assert (tmp_path / "tls.crt").read_bytes() == first.cert
+    assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600
+    assert trusted_cas(client) == {first.ca_cert}
+    assert rotated == [1]
+    client.patches.clear()
+    assert asyncio.run(mgr.reconcile()) == first
+    assert client.patches == [] and rotated == [1]
+
+
+def test_reconcile_renews_serving_cert_without_touching_ca_bundles(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    mgr = manager(client, tmp_path, clock, rotated)
+    first = asyncio.run(mgr.reconcile())
+    client.patches.clear()
+    clock[0] = T0 + certs.CERT_VALIDITY - dt.timedelta(days=1)
+    second = asyncio.run(mgr.reconcile())
+    assert second.ca_cert == first.ca_cert and second.cert != first.cert
+    assert client.patches == []
+    assert (tmp_path / "tls.crt").read_bytes() == second.cert
+    assert rotated == [1, 1]
+
+
+def test_new_ca_is_trusted_alongside_the_old_one(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    old = generate_bundle(SVC, NS, T0, ca_valid_for=dt.timedelta(days=40))
+    client.secrets[(NS, "kubetrain-webhook-cert")] = secret_manifest(old, "kubetrain-webhook-cert", NS)
+    clock[0] = T0 + dt.timedelta(days=20)
+    new = asyncio.run(manager(client, tmp_path, clock, rotated).reconcile())
+    assert new.ca_cert != old.ca_cert
+    assert trusted_cas(client) == {new.ca_cert + old.ca_cert}
+
+
+def test_conflicting_writer_wins_and_we_use_its_certificate(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    theirs = generate_bundle(SVC, NS, T0)
+    client.conflict_with = secret_manifest(theirs, "kubetrain-webhook-cert", NS)
+    got = asyncio.run(manager(client, tmp_path, clock, rotated).reconcile())
+    assert got == theirs
+    assert (tmp_path / "tls.crt").read_bytes() == theirs.cert
+    assert trusted_cas(client) == {theirs.ca_cert}
+
+
+def test_run_loop_stops_when_asked(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    mgr = manager(client, tmp_path, clock, rotated)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(mgr.run(stop, interval=dt.timedelta(seconds=0.01)))
+        await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+
+    asyncio.run(scenario())
+    assert rotated == [1]  # many rounds, one rotation

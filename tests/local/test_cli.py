@@ -1,0 +1,150 @@
+"""The CLI verbs against the local backend, as a user runs them (subprocesses, signals, a killed supervisor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import container, needs_namespaces, py, rjob, runtime, trainjob
+
+pytestmark = needs_namespaces
+KUBETRAIN = [sys.executable, "-m", "kubetrain.cli.main"]
+
+
+def kt(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([*KUBETRAIN, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    if check and r.returncode != 0:
+        raise AssertionError(f"kubetrain {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def write(path: Path, *docs: dict[str, Any]) -> str:
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return str(path)
+
+
+def pids_with(marker: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def wait_for(pred: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def get_json(name: str) -> dict[str, Any]:
+    return dict(json.loads(kt("get", "trainjob", name, "-o", "json").stdout))
+
+
+def sleeper_files(tmp_path: Path, name: str, marker: str) -> str:
+    code = f"import time\n# {marker}\nprint('started', flush=True)\ntime.sleep(600)"
+    rt = runtime(f"rt-{name}", [rjob("node", [container(py(code))], ancestor="trainer", parallelism=2)])
+    return write(tmp_path / f"{name}.yaml", rt, trainjob(name, f"rt-{name}"))
+
+
+def test_run_streams_prefixed_logs_and_exits_with_the_job_result(kt_home: Path, tmp_path: Path) -> None:
+    rt = runtime("hello", [rjob("node", [container(py("import os; print('hello from', os.environ['RANK_IDX'])"),
+                                                   env=[{"name": "RANK_IDX", "valueFrom": {"fieldRef": {
+                                                       "fieldPath": "metadata.annotations['batch.kubernetes.io/"
+                                                                    "job-completion-index']"}}}])],
+                                 ancestor="trainer", parallelism=2)])
+    f = write(tmp_path / "hello.yaml", rt, trainjob("hello", "hello"))
+    r = kt("run", "-f", f)
+    assert "[node-0/0] hello from 0" in r.stdout and "[node-0/1] hello from 1" in r.stdout
+    assert "Complete" in r.stderr
+    listing = kt("get", "trainjobs").stdout
+    assert listing.split()[:5] == ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+    assert "hello" in listing and "Complete" in listing
+    desc = kt("describe", "trainjob", "hello").stdout
+    assert "node-0-1" in desc and "AllJobsCompleted" in desc and "images are not pulled locally" in desc
+    assert kt("logs", "hello", "--step", "node-0-1").stdout.strip() == "hello from 1"
+    failing = runtime("bad", [rjob("node", [container(py("raise SystemExit(7)"))], ancestor="trainer",
+                                   backoff_limit=0)])
+    r = kt("run", "-f", write(tmp_path / "bad.yaml", failing, trainjob("bad", "bad")), check=False)
+    assert r.returncode == 1 and "Failed" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_user_errors_are_one_clear_line_not_a_traceback(kt_home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "tj.yaml", trainjob("x", "no-such-runtime"))
+    r = kt("run", "-f", f, check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "no-such-runtime" in r.stderr
+    r = kt("logs", "missing", check=False)
+    assert r.returncode == 1 and 'trainjob "missing" not found' in r.stderr
+    r = kt("get", "trainjobs", "--context", "x", check=False, timeout=60)
+    assert "Traceback" not in r.stderr
+
+
+def test_sigterm_to_run_leaves_no_process_and_records_failed(kt_home: Path, tmp_path: Path) -> None:
+    marker = f"kt-sigterm-{os.getpid()}"
+    f = sleeper_files(tmp_path, "term", marker)
+    proc = subprocess.Popen([*KUBETRAIN, "run", "-f", f], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(pids_with(marker)) >= 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert pids_with(marker) == []
+    cond = get_json("term")["status"]["conditions"][-1]
+    assert (cond["type"], cond["reason"]) == ("Failed", "SupervisorTerminated")
+
+
+def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(kt_home: Path, tmp_path: Path) -> None:
+    marker = f"kt-kill9-{os.getpid()}"
+    f = sleeper_files(tmp_path, "k9", marker)
+    kt("apply", "-f", f)
+    wait_for(lambda: len(pids_with(marker)) >= 2)
+    sup = [p for p in pids_with("kubetrain.local.supervisor") if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(sup) == 1
+    os.kill(sup[0], signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{sup[0]}").exists()
+             or Path(f"/proc/{sup[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+    listing = kt("get", "trainjobs", "-o", "wide").stdout
+    assert "Failed" in listing and "SupervisorLost" not in listing  # the reason shows in describe
+    assert pids_with(marker) == []
+    cond = get_json("k9")["status"]["conditions"][-1]
+    assert (cond["type"], cond["reason"]) == ("Failed", "SupervisorLost")
+    desc = kt("describe", "trainjob", "k9").stdout
+    assert "SupervisorLost" in desc
+
+
+def test_apply_runs_detached_and_delete_stops_every_process(kt_home: Path, tmp_path: Path) -> None:
+    marker = f"kt-delete-{os.getpid()}"
+    f = sleeper_files(tmp_path, "del", marker)
+    out = kt("apply", "-f", f).stdout
+    assert "trainjob.trainer.kubeflow.org/del applied" in out
+    wait_for(lambda: len(pids_with(marker)) >= 2)
+    wait_for(lambda: "started" in kt("logs", "del").stdout)
+    assert "[node-0/1] started" in kt("logs", "del").stdout
+    r = kt("delete", "trainjob", "del")
+    assert 'deleted (logs kept in' in r.stdout
+    assert pids_with(marker) == []
+    assert kt("get", "trainjob", "del", check=False).returncode == 1
+    logs_dir = r.stdout.split("logs kept in ")[1].rstrip(")\n")
+    assert (Path(logs_dir) / "node-0-0.log").read_text().startswith("started")
+
+
+@pytest.mark.parametrize("verb", ["run", "apply", "get", "describe", "logs", "delete"])
+def test_every_verb_has_help_with_an_example(verb: str) -> None:
+    out = kt(verb, "--help").stdout
+    assert "Examples:" in out and f"kubetrain {verb}" in out
