@@ -11,11 +11,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import per_call, write_section  # noqa: E402
+from _report import per_call, write_section
 
-from kubetrain.api.trainjob import TrainJob  # noqa: E402
-from kubetrain.compiler import compile_trainjob, fixed_keygen  # noqa: E402
-from kubetrain.runtimes import builtin_runtime  # noqa: E402
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.compiler import compile_trainjob, fixed_keygen
+from kubetrain.runtimes import builtin_runtime
 
 
 def trainjob(runtime: str, nodes: int, **trainer: object) -> TrainJob:

@@ -72,8 +72,8 @@ def test_multi_document_and_empty_documents() -> None:
 
 
 def test_legacy_group_in_runtime_ref_converted() -> None:
-    text = TRAINJOB.format(trainer="    numNodes: 1").replace("    name: torch-distributed",
-                                                                "    name: torch-distributed\n    apiGroup: kubeflow.org")
+    text = TRAINJOB.format(trainer="    numNodes: 1").replace(
+        "    name: torch-distributed", "    name: torch-distributed\n    apiGroup: kubeflow.org")
     loaded = load_text(text)
     assert loaded.result.ok
     assert loaded.objects[0].spec.runtime_ref.api_group == "trainer.kubeflow.org"

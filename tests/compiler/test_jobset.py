@@ -137,7 +137,8 @@ def test_runtime_patch_validation() -> None:
                 {"name": "node", "env": [{"name": "X", "value": "1"}]}, {"name": "nope"}]}}}}},
         ]}}}},
     ]
-    errors = {e.path: e.message for e in validate_trainjob(TrainJobBuilder().spec(runtimePatches=bad).build(), rt).errors}
+    tj = TrainJobBuilder().spec(runtimePatches=bad).build()
+    errors = {e.path: e.message for e in validate_trainjob(tj, rt).errors}
     assert "domain-prefixed path" in errors["spec.runtimePatches[0].manager"]
     base = "spec.runtimePatches[1].trainingRuntimeSpec.template.spec.replicatedJobs"
     assert errors[f"{base}[0]"] == "must not have replicated job that doesn't exist in the runtime job template"

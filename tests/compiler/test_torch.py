@@ -106,7 +106,8 @@ def test_integration_runtime_100_nodes_env_order_and_image() -> None:
 def test_env_injection_into_init_container() -> None:
     rt = (
         RuntimeBuilder()
-        .ml(numNodes=2, torch={"envInjection": {"targets": [{"jobName": "worker", "containerNames": ["worker-check"]}]}})
+        .ml(numNodes=2, torch={"envInjection": {"targets": [
+            {"jobName": "worker", "containerNames": ["worker-check"]}]}})
         .trainer()
         .rjob("worker", containers=[{"name": "worker", "image": "w"}],
               init_containers=[{"name": "worker-check", "image": "chk"}])
@@ -124,7 +125,8 @@ def test_no_trainer_spec_means_no_pet_env() -> None:
 
 
 def test_reserved_env_is_rejected() -> None:
-    tj = TrainJobBuilder().trainer(env=[{"name": "PET_NNODES", "value": "3"}, {"name": "PET_MASTER_PORT", "value": "1"}])
+    tj = TrainJobBuilder().trainer(env=[{"name": "PET_NNODES", "value": "3"},
+                                        {"name": "PET_MASTER_PORT", "value": "1"}])
     result = validate_trainjob(tj.build(), torch_runtime().build())
     assert [(e.path, e.message) for e in result.errors] == [
         ("spec.trainer.env", "must not have reserved envs, invalid envs configured: [PET_MASTER_PORT PET_NNODES]")

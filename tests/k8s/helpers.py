@@ -32,12 +32,8 @@ def torch_runtime(name: str = "torch-distributed", image: str = "pytorch/pytorch
                         {
                             "name": "node",
                             "template": {
-                                "metadata": {
-                                    "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-                                },
-                                "spec": {
-                                    "template": {"spec": {"containers": [{"name": "node", "image": image}]}}
-                                },
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": {"containers": [{"name": "node", "image": image}]}}},
                             },
                         }
                     ]
@@ -61,9 +57,7 @@ def mpi_runtime(name: str = "mpi", coscheduling: bool = True) -> dict[str, Any]:
                         {
                             "name": "launcher",
                             "template": {
-                                "metadata": {
-                                    "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-                                },
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
                                 "spec": {"template": {"spec": copy.deepcopy(node_spec)}},
                             },
                         },
@@ -110,9 +104,7 @@ class Env:
     api: FakeApiServer
     client: Client
 
-    def get(
-        self, plural: str, name: str, namespace: str | None = "default", group: str = GROUP
-    ) -> dict[str, Any]:
+    def get(self, plural: str, name: str, namespace: str | None = "default", group: str = GROUP) -> dict[str, Any]:
         return self.api.store.get(group, plural, namespace, name)
 
     def find(self, plural: str, name: str, namespace: str | None = "default", group: str = GROUP):

@@ -41,9 +41,7 @@ def test_token_namespace_and_context_selection(tmp_path: Path) -> None:
 
 def test_token_file_is_reread_and_relative_paths_resolve(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("first\n")
-    path = write(
-        tmp_path, doc({"tokenFile": "tok"}, {"server": "https://x", "certificate-authority": "ca.crt"})
-    )
+    path = write(tmp_path, doc({"tokenFile": "tok"}, {"server": "https://x", "certificate-authority": "ca.crt"}))
     cfg = from_kubeconfig(path)
     assert cfg.bearer() == "first" and cfg.ca_file == str(tmp_path / "ca.crt")
     (tmp_path / "tok").write_text("rotated")
@@ -73,6 +71,4 @@ def test_json_log_line_carries_the_object_reference() -> None:
     record = logging.LogRecord("kubetrain.operator", logging.WARNING, __file__, 1, "failed %s", ("x",), None)
     record.object = "TrainJob default/job"
     line = json.loads(JsonFormatter().format(record))
-    assert (
-        line["msg"] == "failed x" and line["object"] == "TrainJob default/job" and line["level"] == "warning"
-    )
+    assert line["msg"] == "failed x" and line["object"] == "TrainJob default/job" and line["level"] == "warning"

@@ -111,9 +111,7 @@ def test_status_subresource_separates_spec_and_status() -> None:
             tj["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
             created = await env.client.create(tj)
             assert "status" not in created  # status is ignored on create
-            patched = await env.client.patch_status(
-                r.TRAINJOB, "job", "default", {"jobsStatus": [{"name": "node"}]}
-            )
+            patched = await env.client.patch_status(r.TRAINJOB, "job", "default", {"jobsStatus": [{"name": "node"}]})
             assert patched["status"] == {"jobsStatus": [{"name": "node"}]}
             spec_patch = {"spec": {"suspend": True}, "status": {"jobsStatus": []}}
             after = await env.client.merge_patch(r.TRAINJOB, "job", "default", spec_patch)
@@ -190,9 +188,7 @@ def test_watch_resumes_from_resource_version_and_reports_gone_after_compaction()
             assert seen == [("ADDED", "b")]
             env.api.store.compact()
             with pytest.raises(Gone):
-                async for _ in env.client.watch(
-                    r.CONFIGMAP, "default", resource_version=rv, timeout_seconds=1
-                ):
+                async for _ in env.client.watch(r.CONFIGMAP, "default", resource_version=rv, timeout_seconds=1):
                     pass
 
     run(body)
@@ -208,9 +204,7 @@ def test_label_selector_with_set_based_requirement() -> None:
                     "metadata": {"name": name, "namespace": "default", "labels": {"role": role, "js": "job"}},
                 }
                 await env.client.create(pod)
-            items, _ = await env.client.list(
-                r.POD, "default", label_selector="js=job,role in (node, launcher)"
-            )
+            items, _ = await env.client.list(r.POD, "default", label_selector="js=job,role in (node, launcher)")
             assert sorted(i["metadata"]["name"] for i in items) == ["p1", "p2"]
 
     run(body)

@@ -110,18 +110,12 @@ def test_finished_trainjob_is_never_recreated_after_its_jobset_is_gone() -> None
                 await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
                 done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "m"}
                 await set_jobset_status(env, "job", {"conditions": [done]})
-                await wait_for(
-                    lambda: env.get("trainjobs", "job").get("status", {}).get("conditions"), what="Complete"
-                )
+                await wait_for(lambda: env.get("trainjobs", "job").get("status", {}).get("conditions"), what="Complete")
                 await env.client.delete(r.JOBSET, "job", "default")  # e.g. JobSet's own TTL
                 # Trigger more reconciles, then wait until the queue is idle.
-                await env.client.merge_patch(
-                    r.TRAINJOB, "job", "default", {"metadata": {"labels": {"poke": "1"}}}
-                )
+                await env.client.merge_patch(r.TRAINJOB, "job", "default", {"metadata": {"labels": {"poke": "1"}}})
                 await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="idle queue")
-                await wait_for(
-                    lambda: op.metrics.reconcile_total.labels("trainjob", "success")._value.get() >= 3
-                )
+                await wait_for(lambda: op.metrics.reconcile_total.labels("trainjob", "success")._value.get() >= 3)
                 assert env.find("jobsets", "job", group=JS) is None
                 conds = env.get("trainjobs", "job")["status"]["conditions"]
                 assert [c["type"] for c in conds] == ["Complete"]
@@ -137,9 +131,7 @@ def test_suspend_and_resume_reapply_the_jobset_with_conditions() -> None:
                 await env.client.create(trainjob("job"))
                 await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
                 await env.client.merge_patch(r.TRAINJOB, "job", "default", {"spec": {"suspend": True}})
-                await wait_for(
-                    lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is True, what="suspend"
-                )
+                await wait_for(lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is True, what="suspend")
 
                 def suspended():
                     conds = (env.get("trainjobs", "job").get("status") or {}).get("conditions") or []
@@ -152,12 +144,8 @@ def test_suspend_and_resume_reapply_the_jobset_with_conditions() -> None:
                     "TrainJob is suspended",
                 )
                 await env.client.merge_patch(r.TRAINJOB, "job", "default", {"spec": {"suspend": False}})
-                await wait_for(
-                    lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is False, what="resume"
-                )
-                c2 = await wait_for(
-                    lambda: (c := suspended()) and c["status"] == "False" and c, what="Resumed"
-                )
+                await wait_for(lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is False, what="resume")
+                c2 = await wait_for(lambda: (c := suspended()) and c["status"] == "False" and c, what="Resumed")
                 assert (c2["reason"], c2["message"]) == ("Resumed", "TrainJob is resumed")
 
     run(body)
@@ -172,9 +160,7 @@ def test_runtime_edit_does_not_touch_a_running_or_resumed_job() -> None:
                 js = await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
                 rv = js["metadata"]["resourceVersion"]
                 await env.client.apply(torch_runtime(image="new:2"))
-                await env.client.merge_patch(
-                    r.TRAINJOB, "job", "default", {"metadata": {"labels": {"x": "y"}}}
-                )
+                await env.client.merge_patch(r.TRAINJOB, "job", "default", {"metadata": {"labels": {"x": "y"}}})
                 await env.client.create(trainjob("later"))
                 later = await wait_for(lambda: env.find("jobsets", "later", group=JS), what="later JobSet")
                 assert _image(later) == "new:2"

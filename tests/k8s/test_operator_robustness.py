@@ -29,9 +29,7 @@ def test_missing_runtime_sets_a_condition_and_an_event_then_recovers() -> None:
     async def body() -> None:
         async with fake_env() as env, running_operator(env):
             await env.client.create(trainjob("job", runtime="late"))
-            cond = await wait_for(
-                lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition"
-            )
+            cond = await wait_for(lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition")
             assert cond["status"] == "True" and cond["reason"] == "BuildFailed"
             assert "not found ClusterTrainingRuntime specified in TrainJob" in cond["message"]
             events = env.items("events", group="")
@@ -78,10 +76,7 @@ def test_mpi_objects_secret_created_once_hostfile_and_podgroup() -> None:
                 await env.client.merge_patch(r.TRAINJOB, "mpi-job", "default", {"spec": {"suspend": True}})
                 await wait_for(lambda: env.get("jobsets", "mpi-job", group=JS)["spec"]["suspend"] is True)
                 await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
-                assert (
-                    env.get("secrets", "mpi-job-mpi-ssh-auth", group="")["metadata"]["resourceVersion"]
-                    == secret_rv
-                )
+                assert env.get("secrets", "mpi-job-mpi-ssh-auth", group="")["metadata"]["resourceVersion"] == secret_rv
                 posts = [p for m, p in env.api.requests if m == "POST" and "/secrets" in p]
                 assert len(posts) == 1
 
@@ -104,9 +99,7 @@ def test_restart_mid_burst_converges_without_duplicates_or_losses() -> None:
                 await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
             names = sorted(j["metadata"]["name"] for j in env.items("jobsets", JS))
             assert names == sorted([f"a{i}" for i in range(30)] + [f"b{i}" for i in range(20)])
-            snaps = [
-                c for c in env.items("configmaps", "") if c["metadata"]["name"].endswith("-runtime-snapshot")
-            ]
+            snaps = [c for c in env.items("configmaps", "") if c["metadata"]["name"].endswith("-runtime-snapshot")]
             assert len(snaps) == 50
             # Every JobSet is owned by the TrainJob that exists now (same uid).
             for js in env.items("jobsets", JS):

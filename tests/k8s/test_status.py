@@ -79,11 +79,7 @@ def test_deadline_failure_survives_a_later_jobset_sync() -> None:
         "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "m"}],
         "trainerStatus": {"progressPercentage": 42},
     }
-    js = {
-        "status": {
-            "conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "x"}]
-        }
-    }
+    js = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "x"}]}}
     update = st.compute(job, js, T0)
     cond = update.status["conditions"][0]
     assert cond["reason"] == "DeadlineExceeded"

@@ -32,9 +32,7 @@ class Background:
     def start_operator(self) -> Operator:
         async def make() -> Operator:
             client = client_for(self.api, qps=0)
-            op = Operator(
-                client, OperatorSettings(leader_election=False, health_port=None), keygen=fixed_keygen()
-            )
+            op = Operator(client, OperatorSettings(leader_election=False, health_port=None), keygen=fixed_keygen())
             self._stop = asyncio.Event()
             self._op_future = asyncio.run_coroutine_threadsafe(op.run(self._stop), self.loop)
             return op

@@ -57,9 +57,10 @@ def child_model(model: type[BaseModel], alias: str) -> tuple[type[BaseModel] | N
 @cache
 def locations(kind: str) -> dict[str, tuple[str, ...]]:
     """field name -> every path (``spec.mlPolicy``) whose object accepts that field, for one kind."""
-    root: type[BaseModel] = {
+    roots: dict[str, type[BaseModel]] = {
         "TrainJob": TrainJob, "TrainingRuntime": TrainingRuntime, "ClusterTrainingRuntime": ClusterTrainingRuntime
-    }[kind]
+    }
+    root = roots[kind]
     out: dict[str, list[str]] = {}
 
     def walk(model: type[BaseModel], path: str, depth: int) -> None:

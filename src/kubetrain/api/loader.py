@@ -264,7 +264,9 @@ def _misplaced_top_level(doc: dict[str, Any], kind: str, error: Any) -> bool:
     return found
 
 
-def _explain(err: Any, doc: dict[str, Any], root: type[BaseModel], kind: str) -> tuple[tuple[Any, ...], str, str | None]:
+def _explain(
+    err: Any, doc: dict[str, Any], root: type[BaseModel], kind: str
+) -> tuple[tuple[Any, ...], str, str | None]:
     """A pydantic error -> (data path, message, fix) in the words of the manifest, not of Python."""
     path, model, value = _data_path(err["loc"], doc, root)
     etype, here = err["type"], path_text(path)
@@ -323,12 +325,11 @@ def _data_path(loc: tuple[Any, ...], doc: Any, root: type[BaseModel]) -> tuple[t
             node = node.get(part)
             continue
         if isinstance(part, str) and (_UNION_TAG.match(part) or part not in (node or {})):
-            if isinstance(node, dict) or node is None:
-                if isinstance(node, dict) and model is not None and part not in aliases(model):
-                    path.append(part)
-                    parent_model = model
-                    node = None
-                continue
+            if isinstance(node, dict) and model is not None and part not in aliases(model):
+                path.append(part)
+                parent_model = model
+                node = None
+            continue
     return tuple(path), parent_model, node
 
 
@@ -369,4 +370,4 @@ def _convert_ome_runtime(doc: dict[str, Any], warn: Any) -> None:
             containers[0]["name"] = c.NODE
             warn(("spec", "template", "spec", "replicatedJobs", idx),
                  f"container {old!r} renamed to 'node', the name the trainer step's container must have",
-                 f"rename the container to node in the runtime")
+                 "rename the container to node in the runtime")

@@ -7,7 +7,6 @@ from typing import Any
 
 import yaml
 
-
 # libyaml's emitter when the wheel has it: the runtime snapshot is dumped on every compile.
 _Base: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import click
-import yaml
 from rich.console import Console
 
 from kubetrain.api.errors import Finding, Result

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import datetime as dt
 import logging
 import os
@@ -128,9 +129,7 @@ def generate_serving_cert(
     not_after = min(now + valid_for, ca.not_valid_after_utc)  # never outlive the CA
     cert = (
         x509.CertificateBuilder()
-        .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])])
-        )
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])]))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -139,9 +138,7 @@ def generate_serving_cert(
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
         .sign(signer, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
@@ -158,9 +155,7 @@ def generate_bundle(
 ) -> CertBundle:
     """A serving certificate for the Service, signed by ``ca`` (or by a new CA)."""
     ca_cert, ca_key = ca or generate_ca(now, valid_for=ca_valid_for)
-    cert, key = generate_serving_cert(
-        ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for
-    )
+    cert, key = generate_serving_cert(ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for)
     return CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
 
 
@@ -299,8 +294,8 @@ class CertClient(Protocol):
 
     async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None: ...
 
-    async def patch_webhook_configuration(self, kind: str, name: str, patch: list[dict[str, Any]]) -> None:
-        """Apply an RFC 6902 JSON patch."""
+    async def update_webhook_configuration(self, config: dict[str, Any]) -> None:
+        """Replace (PUT) the configuration; it carries the ``resourceVersion`` it was read with."""
         ...
 
 
@@ -326,9 +321,7 @@ class CertManager:
         now = self.clock()
         stored = await self.client.get_secret(self.namespace, self.secret_name)
         current = bundle_from_secret(stored)
-        bundle, reason = ensure_bundle(
-            current, self.service, self.namespace, now, renew_before=self.renew_before
-        )
+        bundle, reason = ensure_bundle(current, self.service, self.namespace, now, renew_before=self.renew_before)
         trusted = bundle.ca_cert
         if reason is not None:
             log.info("webhook certificate renewed: %s", reason)
@@ -344,21 +337,17 @@ class CertManager:
                     raise
                 bundle, trusted = winner, winner.ca_cert
             else:
-                if (
-                    current is not None
-                    and current.ca_cert != bundle.ca_cert
-                    and _unexpired(current.ca_cert, now)
-                ):
+                if current is not None and current.ca_cert != bundle.ca_cert and _unexpired(current.ca_cert, now):
                     # Replicas still serving the old certificate must stay trusted until they reload.
                     trusted = bundle.ca_cert + current.ca_cert
         # caBundle before files: the API server must trust the new CA before anyone serves with it.
         for kind, name in self.configurations:
             config = await self.client.get_webhook_configuration(kind, name)
             if config is None:
-                continue
-            patch = _merge_trust(config, trusted)
-            if patch:
-                await self.client.patch_webhook_configuration(kind, name, patch)
+                continue  # not installed (yet): the next round injects it
+            updated = with_ca_bundle(config, trusted)
+            if updated is not None:
+                await self.client.update_webhook_configuration(updated)
         if _files_differ(bundle, self.cert_dir):
             write_cert_dir(bundle, self.cert_dir)
             for callback in self.on_rotate:
@@ -386,15 +375,18 @@ def _unexpired(cert_pem: bytes, now: dt.datetime) -> bool:
         return False
 
 
-def _merge_trust(config: dict[str, Any], trusted: bytes) -> list[dict[str, Any]]:
-    """Patch unless every caBundle already contains the CA we sign with."""
+def with_ca_bundle(config: dict[str, Any], trusted: bytes) -> dict[str, Any] | None:
+    """A copy of ``config`` whose webhooks all trust ``trusted``; None when each caBundle already contains the
+    first CA in ``trusted`` (the one we sign with), so an overlap bundle is not rewritten every round."""
     first = trusted.split(b"-----END CERTIFICATE-----")[0]
     hooks = config.get("webhooks") or []
-    if hooks and all(
-        first in base64.b64decode((h.get("clientConfig") or {}).get("caBundle") or "") for h in hooks
-    ):
-        return []
-    return ca_bundle_patch(config, trusted)
+    if all(first in base64.b64decode((h.get("clientConfig") or {}).get("caBundle") or "") for h in hooks):
+        return None
+    value = base64.b64encode(trusted).decode()
+    updated = copy.deepcopy(config)
+    for hook in updated.get("webhooks") or []:
+        hook.setdefault("clientConfig", {})["caBundle"] = value
+    return updated
 
 
 def _files_differ(bundle: CertBundle, directory: str | Path) -> bool:

@@ -21,6 +21,7 @@ from kubetrain.k8s.certs import (
     generate_bundle,
     renewal_reason,
     secret_manifest,
+    with_ca_bundle,
 )
 from kubetrain.k8s.webhook import webhook_configurations
 
@@ -79,9 +80,7 @@ def test_serving_cert_never_outlives_its_ca() -> None:
 
 
 def test_cert_for_another_service_is_replaced(bundle: certs.CertBundle) -> None:
-    assert (
-        renewal_reason(bundle, "other", NS, T0) == "serving certificate is not for other.kubeflow-system.svc"
-    )
+    assert renewal_reason(bundle, "other", NS, T0) == "serving certificate is not for other.kubeflow-system.svc"
 
 
 def test_cert_from_another_ca_is_replaced(bundle: certs.CertBundle) -> None:
@@ -110,13 +109,26 @@ def test_ca_bundle_patch_only_for_webhooks_that_lack_it(bundle: certs.CertBundle
     assert len(ca_bundle_patch(mutating, bundle.ca_cert)) == 1
 
 
+def test_with_ca_bundle_sets_every_webhook_and_leaves_the_input_alone(bundle: certs.CertBundle) -> None:
+    validating, _ = webhook_configurations(SVC, NS)
+    updated = with_ca_bundle(validating, bundle.ca_cert)
+    assert updated is not None
+    assert {base64.b64decode(h["clientConfig"]["caBundle"]) for h in updated["webhooks"]} == {bundle.ca_cert}
+    assert "caBundle" not in validating["webhooks"][0]["clientConfig"]
+    assert with_ca_bundle(updated, bundle.ca_cert) is None
+    # A bundle that trusts old and new CA is accepted as current for the new CA.
+    other = generate_bundle(SVC, NS, T0)
+    overlap = with_ca_bundle(validating, other.ca_cert + bundle.ca_cert)
+    assert overlap is not None and with_ca_bundle(overlap, other.ca_cert) is None
+
+
 class FakeClient:
     """In-memory Secret and webhook configurations, with an optional write conflict."""
 
     def __init__(self) -> None:
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.configs = {(c["kind"], c["metadata"]["name"]): c for c in webhook_configurations(SVC, NS)}
-        self.patches: list[tuple[str, str, list[dict[str, Any]]]] = []
+        self.patches: list[tuple[str, str]] = []
         self.conflict_with: dict[str, Any] | None = None
         self.version = 0
 
@@ -135,11 +147,10 @@ class FakeClient:
     async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None:
         return self.configs.get((kind, name))
 
-    async def patch_webhook_configuration(self, kind: str, name: str, patch: list[dict[str, Any]]) -> None:
-        self.patches.append((kind, name, patch))
-        for op in patch:
-            i = int(op["path"].split("/")[2])
-            self.configs[(kind, name)]["webhooks"][i]["clientConfig"]["caBundle"] = op["value"]
+    async def update_webhook_configuration(self, config: dict[str, Any]) -> None:
+        key = (config["kind"], config["metadata"]["name"])
+        self.patches.append(key)
+        self.configs[key] = config
 
 
 def manager(client: FakeClient, tmp_path: Any, clock: list[dt.datetime], rotated: list[int]) -> CertManager:
@@ -170,6 +181,10 @@ def test_reconcile_creates_writes_injects_and_then_settles(tmp_path: Any) -> Non
     client, clock, rotated = FakeClient(), [T0], []
     mgr = manager(client, tmp_path, clock, rotated)
     first = asyncio.run(mgr.reconcile())
+    assert sorted(client.patches) == [
+        ("MutatingWebhookConfiguration", "defaulter.trainer.kubeflow.org"),
+        ("ValidatingWebhookConfiguration", "validator.trainer.kubeflow.org"),
+    ]
     assert bundle_from_secret(client.secrets[(NS, "kubetrain-webhook-cert")]) == first
     assert (tmp_path / "tls.crt").read_bytes() == first.cert
     assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600

@@ -38,9 +38,7 @@ def test_trainer_rjob_needs_one_replica(served: Served, path: str, kind: str) ->
     resp = served.review(path, rt)
     assert resp["allowed"] is False
     assert resp["status"]["code"] == 403
-    assert resp["status"]["message"].startswith(
-        "spec.template.spec.replicatedJobs[0].replicas: always must be 1"
-    )
+    assert resp["status"]["message"].startswith("spec.template.spec.replicatedJobs[0].replicas: always must be 1")
 
 
 def test_deprecated_cluster_runtime_warns_on_create_only(served: Served) -> None:

@@ -58,9 +58,7 @@ def test_a_client_trusting_another_ca_is_refused(served: Served) -> None:
     [
         "not json",
         json.dumps({"kind": "Pod"}),
-        json.dumps(
-            {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}
-        ),
+        json.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}),
         json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
     ],
 )

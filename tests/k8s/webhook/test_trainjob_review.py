@@ -68,9 +68,7 @@ def test_deprecated_runtime_warns_but_allows(served: Served) -> None:
     assert resp["allowed"] is True
     assert resp["warnings"] == [DEPRECATED]
     # Also on update (upstream warns on both).
-    resp = served.review(
-        V, trainjob(runtime="old-torch"), old=trainjob(runtime="old-torch"), operation="UPDATE"
-    )
+    resp = served.review(V, trainjob(runtime="old-torch"), old=trainjob(runtime="old-torch"), operation="UPDATE")
     assert resp["warnings"] == [DEPRECATED]
 
 
@@ -85,10 +83,7 @@ def test_several_errors_are_aggregated_in_one_message(served: Served) -> None:
 
 def test_schema_errors_stop_before_the_runtime_checks(served: Served) -> None:
     resp = served.review(V, trainjob(trainer={"numNodes": -1}))
-    assert (
-        resp["status"]["message"]
-        == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
-    )
+    assert resp["status"]["message"] == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
 
 
 def test_schema_errors_name_the_field(served: Served) -> None:
@@ -114,9 +109,7 @@ def _patched(suspend: bool, selector: str) -> dict[str, object]:
                     "replicatedJobs": [
                         {
                             "name": "node",
-                            "template": {
-                                "spec": {"template": {"spec": {"nodeSelector": {"pool": selector}}}}
-                            },
+                            "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": selector}}}}},
                         }
                     ]
                 }
@@ -133,9 +126,7 @@ def test_runtime_patches_change_only_while_suspended(served: Served) -> None:
         "spec.runtimePatches: RuntimePatches can only be modified when the TrainJob is suspended before or "
         "after the update"
     )
-    assert (
-        served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
-    )
+    assert served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
 
 
 def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served) -> None:
@@ -148,8 +139,7 @@ def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served)
         del served.cluster.jobsets[("job", "default")]
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith(
-        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is "
-        "still active"
+        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is still active"
     )
 
 

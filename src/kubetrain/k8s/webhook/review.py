@@ -127,8 +127,7 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
         if (rjob.get("active") or 0) > 0:
             result.error(
                 "spec.runtimePatches",
-                "RuntimePatches cannot be modified when the JobSet's ReplicatedJob "
-                f"{rjob.get('name')} is still active",
+                f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {rjob.get('name')} is still active",
                 "wait until the suspended JobSet's pods have stopped",
             )
     return result

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import ssl
 import time
 from collections import deque
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -143,7 +145,11 @@ def server_ssl_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLCo
 
 @dataclass
 class WebhookServer:
-    """A running server. ``port`` is the bound port (useful when started with port 0)."""
+    """A running server. ``port`` is the bound port (useful when started with port 0).
+
+    Awaiting ``stop()`` (or calling the handle itself: ``await server()``) stops serving and the background
+    certificate tasks.
+    """
 
     runner: web.AppRunner
     site: web.TCPSite
@@ -151,6 +157,8 @@ class WebhookServer:
     cert_file: Path
     key_file: Path
     port: int
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def app(self) -> web.Application:
@@ -161,16 +169,16 @@ class WebhookServer:
         self.ssl_context.load_cert_chain(str(self.cert_file), str(self.key_file))
         log.info("webhook serving certificate reloaded")
 
-    async def watch_certs(self, stop: asyncio.Event, interval: float = 10.0) -> None:
+    async def watch_certs(self, interval: float = 10.0) -> None:
         """Reload when the files change (cert-manager or a kubelet-refreshed Secret volume)."""
 
         def stamp() -> tuple[float, float]:
             return (self.cert_file.stat().st_mtime, self.key_file.stat().st_mtime)
 
         last = stamp()
-        while not stop.is_set():
+        while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+                await asyncio.wait_for(self.stopping.wait(), timeout=interval)
             try:
                 now = stamp()
                 if now != last:
@@ -180,35 +188,88 @@ class WebhookServer:
                 log.warning("webhook certificate reload skipped: %s", exc)
 
     async def stop(self) -> None:
+        self.stopping.set()
         self.app[READY].clear()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.runner.cleanup()
+
+    async def __call__(self) -> None:
+        await self.stop()
 
 
 async def start(
-    runtime_lookup: RuntimeLookup,
+    runtime_lookup: RuntimeLookup | None = None,
     *,
-    cert_dir: str | Path = names.DEFAULT_CERT_DIR,
+    client: Any = None,
+    cert_dir: str | Path | None = None,
     host: str = "0.0.0.0",
     port: int = names.DEFAULT_PORT,
     jobset_lookup: JobSetLookup | None = None,
     clock: Clock = _utcnow,
-    cert_name: str = "tls.crt",
-    key_name: str = "tls.key",
+    manage_certs: bool | None = None,
+    service: str | None = None,
+    namespace: str | None = None,
+    secret_name: str | None = None,
+    cert_watch_interval: float = 10.0,
 ) -> WebhookServer:
-    """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening."""
-    cert_file, key_file = Path(cert_dir) / cert_name, Path(cert_dir) / key_name
+    """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening.
+
+    Give either ``runtime_lookup`` (and optionally ``jobset_lookup``) or the operator's API ``client``, from
+    which both lookups are built. With a client, ``manage_certs=None`` means: if ``cert_dir`` has no
+    certificate yet (self-signed mode, an emptyDir), keep a self-signed CA and serving certificate in the
+    Secret, the directory and the webhook configurations' caBundle (``kubetrain.k8s.certs.CertManager``);
+    if it has one (cert-manager mode, a mounted Secret), only reload it when it changes.
+    Service, namespace and Secret default to ``KUBETRAIN_WEBHOOK_SERVICE``, ``POD_NAMESPACE`` (else the
+    service account's namespace) and ``KUBETRAIN_WEBHOOK_SECRET``, then to ``names.DEFAULT_*``.
+    """
+    adapter = None
+    if client is not None:
+        from kubetrain.k8s.webhook.wiring import ClientAdapter
+
+        adapter = ClientAdapter(client)
+        runtime_lookup = runtime_lookup or adapter.runtime
+        jobset_lookup = jobset_lookup or adapter.jobset
+    if runtime_lookup is None:
+        raise TypeError("start() needs runtime_lookup or client")
+    cert_path = Path(cert_dir or names.DEFAULT_CERT_DIR)
+    cert_file, key_file = cert_path / "tls.crt", cert_path / "tls.key"
+    if manage_certs is None:
+        manage_certs = adapter is not None and not cert_file.exists()
+    manager = None
+    if manage_certs:
+        if adapter is None:
+            raise TypeError("manage_certs needs the API client")
+        from kubetrain.k8s.certs import MUTATING, VALIDATING, CertManager
+        from kubetrain.k8s.webhook.wiring import operator_namespace
+
+        manager = CertManager(
+            adapter,
+            service=service or os.environ.get("KUBETRAIN_WEBHOOK_SERVICE") or names.DEFAULT_SERVICE,
+            namespace=namespace or operator_namespace(names.DEFAULT_NAMESPACE),
+            secret_name=secret_name or os.environ.get("KUBETRAIN_WEBHOOK_SECRET") or names.DEFAULT_SECRET,
+            cert_dir=cert_path,
+            configurations=[(VALIDATING, names.VALIDATING_CONFIGURATION), (MUTATING, names.MUTATING_CONFIGURATION)],
+        )
+        await manager.reconcile()  # the first certificate must exist before the server can listen
     ctx = server_ssl_context(cert_file, key_file)
     app = make_app(runtime_lookup, jobset_lookup=jobset_lookup, clock=clock)
-    runner = web.AppRunner(
-        app, access_log=None
-    )  # one line per admission request would drown the operator log
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)  # no access log: one line per review
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ctx)
     await site.start()
     bound = port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        bound = server.sockets[0].getsockname()[1]
+    server_obj = getattr(site, "_server", None)
+    if server_obj is not None and server_obj.sockets:
+        bound = server_obj.sockets[0].getsockname()[1]
+    server = WebhookServer(runner, site, ctx, cert_file, key_file, bound)
+    server.tasks.append(asyncio.create_task(server.watch_certs(cert_watch_interval)))
+    if manager is not None:
+        manager.on_rotate = (*manager.on_rotate, server.reload_certs)
+        server.tasks.append(asyncio.create_task(manager.run(server.stopping)))
     app[READY].set()
     log.info("admission webhook listening on https://%s:%d", host, bound)
-    return WebhookServer(runner, site, ctx, cert_file, key_file, bound)
+    return server

@@ -1,0 +1,82 @@
+"""Adapts the operator's API client (``kubetrain.k8s.client.Client``) to what the webhook and certificate
+management need: runtime and JobSet lookups, and the ``CertClient`` calls."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubetrain.k8s.certs import MUTATING, VALIDATING
+from kubetrain.k8s.client import Client
+from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.client.errors import Conflict, NotFound
+
+_WEBHOOK_CONFIGS = {
+    VALIDATING: r.Resource(
+        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", VALIDATING, namespaced=False
+    ),
+    MUTATING: r.Resource(
+        "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", MUTATING, namespaced=False
+    ),
+}
+_RUNTIMES = {"TrainingRuntime": r.TRAINING_RUNTIME, "ClusterTrainingRuntime": r.CLUSTER_TRAINING_RUNTIME}
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class ClientAdapter:
+    """``runtime`` and ``jobset`` are a ``RuntimeLookup`` and ``JobSetLookup``; the object is a ``CertClient``.
+
+    Lookups go to the API server (not a cache) on purpose: the webhook must see a runtime created a moment
+    ago, as upstream's live GET does.
+    """
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    async def runtime(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(_RUNTIMES[kind], name, namespace)
+        except NotFound:
+            return None
+
+    async def jobset(self, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(r.JOBSET, name, namespace)
+        except NotFound:
+            return None
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(r.SECRET, name, namespace)
+        except NotFound:
+            return None
+
+    async def put_secret(self, secret: dict[str, Any]) -> None:
+        if (secret.get("metadata") or {}).get("resourceVersion"):
+            await self.client.replace(secret, resource=r.SECRET)
+            return
+        try:
+            await self.client.create(secret, resource=r.SECRET)
+        except Conflict:
+            raise  # another replica created it first; CertManager re-reads and uses theirs
+
+    async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(_WEBHOOK_CONFIGS[kind], name)
+        except NotFound:
+            return None
+
+    async def update_webhook_configuration(self, config: dict[str, Any]) -> None:
+        await self.client.replace(config, resource=_WEBHOOK_CONFIGS[config["kind"]])
+
+
+def operator_namespace(default: str) -> str:
+    """The namespace the operator runs in: ``POD_NAMESPACE`` (downward API), else the service account's."""
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        return _SA_NAMESPACE.read_text().strip() or default
+    except OSError:
+        return default
