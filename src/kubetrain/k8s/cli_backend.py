@@ -1,6 +1,6 @@
 """The CLI verbs (``apply``, ``get``, ``describe``, ``logs``, ``delete``, ``runtimes list``) on a cluster.
 
-Implements ``kubetrain.cli.backend.Backend`` structurally. The CLI is synchronous and the client is async, so
+Implements ``kubetrain.api.views.Backend`` structurally. The CLI is synchronous and the client is async, so
 the backend owns one private event loop and runs each call to completion on it.
 """
 

@@ -11,7 +11,7 @@ from kubetrain.api import constants as c
 LABEL_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
-# The CLI's Backend protocol is structural; these mirror kubetrain.cli.backend's views field for field
+# The CLI's Backend protocol is structural; these mirror kubetrain.api.views's views field for field
 # (the k8s layer may not import the cli layer).
 @dataclass
 class StepView:

@@ -1,4 +1,4 @@
-"""``LocalBackend``: the CLI's backend contract (``kubetrain.cli.backend.Backend``) on this machine."""
+"""``LocalBackend``: the CLI's backend contract (``kubetrain.api.views.Backend``) on this machine."""
 
 from __future__ import annotations
 

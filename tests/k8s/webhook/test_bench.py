@@ -1,0 +1,31 @@
+"""The webhook benchmark runs end to end (tiny size) and renders its BENCHMARKS.md section."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _bench() -> object:
+    spec = importlib.util.spec_from_file_location("bench_webhook", ROOT / "bench" / "webhook.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_smoke_and_section_replacement(tmp_path: Path) -> None:
+    bench = _bench()
+    result = bench.run(40, 2)  # type: ignore[attr-defined]
+    assert result["allowed"] == 40
+    assert 0 < result["server_ms"][50] <= result["server_ms"][99]
+    text = bench.section(result)  # type: ignore[attr-defined]
+    target = tmp_path / "BENCHMARKS.md"
+    target.write_text("# Benchmarks\n\nother section\n")
+    bench.write(text, target)  # type: ignore[attr-defined]
+    bench.write(text, target)  # type: ignore[attr-defined]
+    content = target.read_text()
+    assert content.count("<!-- bench:webhook -->") == 1
+    assert "other section" in content and "| server-side (ms) |" in content
