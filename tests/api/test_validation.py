@@ -133,3 +133,26 @@ def test_resolve_unknown_kind_and_typos() -> None:
                                 builtin_runtimes())
     assert result.errors[0].fix == ('a ClusterTrainingRuntime named "torch-distributed" exists: set '
                                     "spec.runtimeRef.kind: ClusterTrainingRuntime")
+
+
+def test_pod_spec_typos_and_types_are_reported() -> None:
+    rt = RuntimeBuilder().rjob("node", ancestor="trainer", containers=[
+        {"name": "node", "image": "i", "comand": ["python"], "env": [{"name": "N", "value": 3}]}]).build()
+    found = errors(validate_runtime_object(rt))
+    base = "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+    assert found[f"{base}.comand"] == "unknown field 'comand'"
+    assert found[f"{base}.env[0].value"] == "expected a string, got an integer (3)"
+    fixes = {e.path: e.fix for e in validate_runtime_object(rt).errors}
+    assert fixes[f"{base}.comand"] == "did you mean 'command'?"
+
+
+def test_patch_and_override_pod_specs_are_checked() -> None:
+    tj = TrainJobBuilder().spec(
+        podTemplateOverrides=[{"targetJobs": [{"name": "node"}], "spec": {"nodeSelecter": {"a": "b"}}}],
+        runtimePatches=[{"manager": "acme.io/m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": {"tolerations": {"key": "x"}}}}}}]}}}}],
+    ).build()
+    found = errors(validate_trainjob_object(tj))
+    assert found["spec.podTemplateOverrides[0].spec.nodeSelecter"] == "unknown field 'nodeSelecter'"
+    assert found["spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec."
+                 "template.spec.tolerations"].startswith("expected a list, got an object")

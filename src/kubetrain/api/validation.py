@@ -10,6 +10,7 @@ import re
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
+from kubetrain.api.podschema import check_pod_spec
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
 
@@ -85,6 +86,16 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
         names = [e.name for e in t.env or []]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             result.error("spec.trainer.env", f"duplicate env name {dup!r}", "keep one entry per name")
+    for i, override in enumerate(spec.pod_template_overrides or []):
+        if override.spec is not None:
+            result.errors.extend(check_pod_spec(override.spec, f"spec.podTemplateOverrides[{i}].spec", partial=True))
+    for i, patch in enumerate(spec.runtime_patches or []):
+        tmpl = patch.training_runtime_spec.template if patch.training_runtime_spec else None
+        for j, rj in enumerate((tmpl.spec.replicated_jobs if tmpl and tmpl.spec else None) or []):
+            pod = rj.template.spec.template if rj.template and rj.template.spec else None
+            if pod is not None and pod.spec is not None:
+                base = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+                result.errors.extend(check_pod_spec(pod.spec, f"{base}.template.spec.template.spec", partial=True))
     if spec.pod_template_overrides and spec.runtime_patches:
         result.warn(
             "spec.podTemplateOverrides",
@@ -188,6 +199,8 @@ def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
         labels = (rj.template.metadata.labels if rj.template.metadata else None) or {}
         ancestor = labels.get(c.LABEL_ANCESTOR)
         pod = rj.template.spec.template.spec
+        for finding in check_pod_spec(pod, f"{path}.template.spec.template.spec"):
+            result.errors.append(finding)
         containers = pod.get("containers")
         cpath = f"{path}.template.spec.template.spec.containers"
         if not isinstance(containers, list) or not containers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from pathlib import Path
 
@@ -18,7 +19,7 @@ def _bench() -> object:
 
 def test_bench_smoke_and_section_replacement(tmp_path: Path) -> None:
     bench = _bench()
-    result = bench.run(40, 2)  # type: ignore[attr-defined]
+    result = asyncio.run(bench.run(40, 2))  # type: ignore[attr-defined]
     assert result["allowed"] == 40
     assert 0 < result["server_ms"][50] <= result["server_ms"][99]
     text = bench.section(result)  # type: ignore[attr-defined]
