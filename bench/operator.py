@@ -185,7 +185,10 @@ async def bench(args: argparse.Namespace) -> str:
             await watcher.wait([name], 60)
             idle.append(watcher.seen[name] - created)
 
-        # 3. Burst.
+        # 3. Burst. First let the operator's token bucket refill after the idle phase: the QPS bound below
+        # assumes the burst starts with a full bucket.
+        if args.qps > 0:
+            await asyncio.sleep(args.burst / args.qps + 0.5)
         requests_before = await scrape(port, "kubetrain_api_requests")
         names = [f"burst-{i}" for i in range(args.n)]
         created_at: dict[str, float] = {}

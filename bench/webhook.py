@@ -12,13 +12,20 @@ Writes (or replaces) the "Admission webhook" section of BENCHMARKS.md.
 
 from __future__ import annotations
 
+import sys
+
+# `python bench/webhook.py` puts bench/ first on sys.path, where bench/operator.py would shadow the standard
+# library's `operator` module (imported by argparse, asyncio, ...). Drop that entry before anything loads.
+if sys.path and sys.path[0] == __file__.rpartition("/")[0]:
+    del sys.path[0]
+
 import argparse
 import asyncio
 import datetime as dt
+import importlib.util
 import json
 import os
 import platform
-import re
 import ssl
 import statistics
 import tempfile
@@ -36,8 +43,14 @@ from kubetrain.runtimes import builtin_runtime
 
 SERVICE, NAMESPACE = "kubetrain-operator", "kubeflow-system"
 TARGET_P99_MS = 20.0
-BEGIN, END = "<!-- bench:webhook -->", "<!-- /bench:webhook -->"
-BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+
+# bench/_report.py (shared by all benchmarks) writes the section; loaded by path: bench/ is not a package.
+_spec = importlib.util.spec_from_file_location(
+    "bench_report", Path(__file__).resolve().with_name("_report.py")
+)
+assert _spec and _spec.loader
+_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_report)
 
 
 def _review(i: int) -> bytes:
@@ -144,11 +157,11 @@ async def run(requests: int, concurrency: int) -> dict[str, Any]:
 
 
 def section(r: dict[str, Any]) -> str:
+    """The Markdown of the "webhook" section (``_report.write_section`` adds markers and a time stamp)."""
     s, c = r["server_ms"], r["client_ms"]
     verdict = "meets" if s[99] <= TARGET_P99_MS else "MISSES"
     return "\n".join(
         [
-            BEGIN,
             "## Admission webhook (TrainJob validation)",
             "",
             f"`python bench/webhook.py`: {r['requests']} CREATE reviews of a 2-node torch TrainJob against "
@@ -165,22 +178,12 @@ def section(r: dict[str, Any]) -> str:
             "",
             f"Throughput {r['throughput']:.0f} reviews/s; {r['allowed']}/{r['requests']} allowed. "
             f"Target server-side p99 <= {TARGET_P99_MS:.0f} ms: {verdict}.",
-            END,
         ]
     )
 
 
 def _cores() -> int:
     return os.cpu_count() or 1
-
-
-def write(text: str, path: Path = BENCHMARKS) -> None:
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    updated = (
-        pattern.sub(lambda _: text, current) if pattern.search(current) else current.rstrip() + "\n\n" + text
-    )
-    path.write_text(updated.rstrip() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,14 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
-    args = parser.parse_args(argv)
+    # Called without arguments by bench/run_all.py, whose own argv names benchmarks, not our options.
+    args = parser.parse_args(argv if argv is not None else [])
     result = asyncio.run(run(args.requests, args.concurrency))
     text = section(result)
     print(text)
     if not args.no_write:
-        write(text)
+        _report.write_section("webhook", text)
     return 0 if result["server_ms"][99] <= TARGET_P99_MS else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

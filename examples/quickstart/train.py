@@ -53,6 +53,8 @@ def main() -> None:
         dist.all_reduce(total)
         if rank == 0:
             print(f"epoch {epoch + 1}/{EPOCHS} loss {total[0].item() / total[1].item():.4f}", flush=True)
+    # Leave together: gloo can abort a process whose peers on another node have already closed their sockets.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -156,6 +156,31 @@ def test_schema_is_structural(kind: str) -> None:
     assert problems == []
 
 
+def correlatable_nodes(
+    schema: dict[str, Any], path: str = "", ok: bool = True
+) -> Iterator[tuple[str, bool, Any]]:
+    """Nodes with whether the API server can pair them with their old value (not inside a non-map list)."""
+    yield path, ok, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from correlatable_nodes(sub, f"{path}.{name}", ok)
+    if "items" in schema:
+        keyed = schema.get("x-kubernetes-list-type") == "map"
+        yield from correlatable_nodes(schema["items"], f"{path}[]", ok and keyed)
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from correlatable_nodes(schema["additionalProperties"], f"{path}.*", ok)
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_transition_rules_are_on_correlatable_fields(kind: str) -> None:
+    """The API server rejects a CRD whose oldSelf rule sits inside an atomic or set list."""
+    bad = [
+        path
+        for path, ok, node in correlatable_nodes(schema_of(kind))
+        if not ok and any("oldSelf" in r["rule"] for r in node.get("x-kubernetes-validations", []))
+    ]
+    assert bad == []
+
+
 @pytest.mark.parametrize("kind", sorted(CRDS))
 def test_defaults_satisfy_their_own_schema(kind: str) -> None:
     """The API server rejects a CRD whose defaults would fail its own validation."""
@@ -393,3 +418,56 @@ def test_runtime_enums() -> None:
         "spec.mlPolicy.mpi.mpiImplementation",
         "spec.mlPolicy.numNodes",
     ]
+
+
+def test_a_rule_for_a_renamed_field_fails_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubetrain.api import crd
+    from kubetrain.api.trainjob import Trainer
+
+    monkeypatch.setitem(crd._FIELD_RULES, (Trainer, "num_gpus"), [{"rule": "true", "message": "x"}])
+    with pytest.raises(LookupError):
+        crd.generate_crds()
+
+
+def test_description_precedence() -> None:
+    """A model's own description= wins, then the CRD table, then the docstring of the field's class."""
+    trainer = schema_of("TrainJob")["properties"]["spec"]["properties"]["trainer"]["properties"]
+    assert trainer["resourcesPerNode"]["description"].startswith("Compute resources of each node")  # table
+    torch = schema_of("ClusterTrainingRuntime")["properties"]["spec"]["properties"]["mlPolicy"]["properties"][
+        "torch"
+    ]["properties"]
+    assert (
+        torch["numProcPerNode"]["description"] == "Processes per node: auto, cpu, gpu or a positive integer."
+    )
+    elastic = torch["elasticPolicy"]
+    assert elastic["description"] == "Elastic training limits (torchrun --nnodes=min:max)."
+    assert (
+        elastic["properties"]["maxRestarts"]["description"] == "Restarts of the worker group before failing."
+    )
+
+
+def test_repository_examples_validate() -> None:
+    """Every TrainJob and runtime under examples/ is accepted by the CRDs (no field the CRD would prune)."""
+    docs = [
+        (p, d)
+        for p in sorted((ROOT / "examples").rglob("*.yaml"))
+        for d in yaml.safe_load_all(p.read_text())
+        if isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("trainer.kubeflow.org/")
+    ]
+    assert docs, "no examples found"
+    for path, doc in docs:
+        assert errors(doc["kind"], doc, strict=True) == [], path
+
+
+def test_every_cel_rule_compiles() -> None:
+    celpy = pytest.importorskip("celpy", reason="cel-python not installed")
+    env = celpy.Environment()
+    rules = [
+        r["rule"]
+        for kind in CRDS
+        for _, node in nodes(schema_of(kind))
+        for r in node.get("x-kubernetes-validations", [])
+    ]
+    assert len(rules) > 20
+    for rule in rules:
+        env.compile(rule)

@@ -17,16 +17,29 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"),
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
-                       reason="needs root and bubblewrap for the local backend (make system-deps)"),
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None,
+        reason="needs root and bubblewrap for the local backend (make system-deps)",
+    ),
 ]
 
 
 def test_quickstart_trains_2_nodes_x_2_procs_and_completes(tmp_path: Path) -> None:
     env = {**os.environ, "KUBETRAIN_HOME": str(tmp_path / "home")}
     r = subprocess.run(
-        [sys.executable, "-m", "kubetrain.cli.main", "run", "-f", str(ROOT / "examples/quickstart/trainjob.yaml")],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "kubetrain.cli.main",
+            "run",
+            "-f",
+            str(ROOT / "examples/quickstart/trainjob.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "training on 4 processes (2 nodes)" in r.stdout

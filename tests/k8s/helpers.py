@@ -142,7 +142,8 @@ async def running_operator(
         "watch_timeout": 30,
     }
     opts.update(settings)
-    client = client_for(env.api, qps=0)
+    # The operator's rate limit lives in its client (the CLI builds it from the same settings).
+    client = client_for(env.api, qps=opts.get("qps", 0), burst=opts.get("burst", 100))
     extra: dict[str, Any] = {"clock": clock} if clock else {}
     op = Operator(client, OperatorSettings(**opts), keygen=fixed_keygen(), **extra)
     stop = asyncio.Event()

@@ -64,7 +64,7 @@ def test_operator_creates_jobset_and_describe_shows_steps_and_events(tmp_path: P
         details = backend.describe_trainjob("job", "default")
         assert [s.name for s in details.steps] == ["node-0-0", "node-0-1"]
         assert details.steps[0].state == "Running" and details.steps[0].restarts == 1
-        assert details.extra["jobset"]["suspend"] is False
+        assert details.extra["JobSet"] == "job (suspend=false; conditions: none)"
 
 
 async def _create(bg, obj: dict) -> None:

@@ -72,3 +72,16 @@ def test_json_log_line_carries_the_object_reference() -> None:
     record.object = "TrainJob default/job"
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == "failed x" and line["object"] == "TrainJob default/job" and line["level"] == "warning"
+
+
+def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubetrain.k8s.client import config
+
+    (tmp_path / "token").write_text("sa-token\n")
+    (tmp_path / "namespace").write_text("kubeflow-system")
+    monkeypatch.setattr(config, "SA_DIR", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    cfg = load()
+    assert (cfg.server, cfg.namespace, cfg.bearer()) == ("https://10.0.0.1:443", "kubeflow-system", "sa-token")
+    assert cfg.ca_file == str(tmp_path / "ca.crt")

@@ -219,3 +219,43 @@ def test_health_ready_and_metrics_endpoints() -> None:
                     assert name in text, name
 
     run(body)
+
+
+def test_jobset_status_changed_during_a_watch_gap_is_picked_up_by_the_relist() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("job"))
+                await wait_for(lambda: env.find("jobsets", "job", group=JS))
+                jobsets = op.caches.owned[("jobset.x-k8s.io/v1alpha2", "JobSet")]
+                relists = jobsets.relists
+                # No await in between: the watches end before they can deliver the change, and the history
+                # that would let them resume past it is compacted away, so only a relist can see it.
+                env.api.store.drop_watches("jobsets")
+                done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "m"}
+                env.api.store.merge_patch(
+                    JS, "jobsets", "default", "job", {"status": {"conditions": [done]}}, "jobset", "status"
+                )
+                env.api.store.compact("jobsets")
+                await wait_for(lambda: jobsets.relists > relists, what="JobSet relist")
+                await wait_for(lambda: conditions(env, "job").get("Complete"), what="Complete after relist")
+
+    run(body)
+
+
+def test_a_new_trainjob_is_not_queued_behind_a_restart_relist() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            for i in range(40):
+                await env.client.create(trainjob(f"old{i}"))
+            # A slow operator (2 requests/s after a burst of 2) makes the backlog of the initial list last.
+            async with running_operator(env, qps=2, burst=2, concurrency=1):
+                await env.client.create(trainjob("fresh"))
+                await wait_for(lambda: env.find("jobsets", "fresh", group=JS), timeout=30, what="fresh JobSet")
+                done_before = [j["metadata"]["name"] for j in env.items("jobsets", JS)]
+            # The fresh job overtook almost all of the 40 queued by the relist.
+            assert len(done_before) <= 6, done_before
+
+    run(body)

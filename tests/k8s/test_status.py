@@ -99,3 +99,15 @@ def test_resources_error_condition_is_set_and_then_removed() -> None:
     job["status"] = failing.status
     healed = st.compute(job, None, T0)
     assert healed.changed and "conditions" not in healed.status
+
+
+def test_long_error_messages_are_truncated_in_the_condition() -> None:
+    update = st.compute(tj(), None, T0, resources_error=("ApplyFailed", "x" * 5000))
+    message = update.status["conditions"][0]["message"]
+    assert len(message) == 954 and message.endswith(" ...")
+
+
+def test_jobset_condition_without_reason_still_yields_a_valid_condition() -> None:
+    js = {"status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    cond = st.compute(tj(), js, T0).status["conditions"][0]
+    assert cond["type"] == "Complete" and cond["reason"] == "Completed"

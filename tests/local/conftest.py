@@ -23,7 +23,9 @@ HAVE_NAMESPACES = os.geteuid() == 0 and all(shutil.which(t) for t in ("bwrap", "
 needs_namespaces = pytest.mark.skipif(
     not HAVE_NAMESPACES, reason="needs root with bwrap, ip and nsenter (make system-deps) for pod namespaces"
 )
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])")
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"
+)
 needs_mpi = pytest.mark.skipif(
     shutil.which("mpirun") is None or importlib.util.find_spec("mpi4py") is None,
     reason="needs OpenMPI's mpirun (make system-deps) and mpi4py (.[train])",
@@ -53,9 +55,17 @@ def container(command: list[str], name: str = "node", **extra: Any) -> Obj:
     return {"name": name, "image": "python:3.11", "command": command, **extra}
 
 
-def rjob(name: str, containers: list[Obj], *, ancestor: str | None = None, parallelism: int = 1,
-         depends_on: list[tuple[str, str]] | None = None, backoff_limit: int | None = None,
-         volumes: list[Obj] | None = None, restart_policy: str | None = None) -> Obj:
+def rjob(
+    name: str,
+    containers: list[Obj],
+    *,
+    ancestor: str | None = None,
+    parallelism: int = 1,
+    depends_on: list[tuple[str, str]] | None = None,
+    backoff_limit: int | None = None,
+    volumes: list[Obj] | None = None,
+    restart_policy: str | None = None,
+) -> Obj:
     pod: Obj = {"containers": containers}
     if volumes:
         pod["volumes"] = volumes
@@ -72,21 +82,29 @@ def rjob(name: str, containers: list[Obj], *, ancestor: str | None = None, paral
     return out
 
 
-def runtime(name: str, rjobs: list[Obj], *, ml: Obj | None = None, pod_group: Obj | None = None,
-            **jobset: Any) -> Obj:
+def runtime(
+    name: str, rjobs: list[Obj], *, ml: Obj | None = None, pod_group: Obj | None = None, **jobset: Any
+) -> Obj:
     spec: Obj = {"template": {"spec": {"replicatedJobs": rjobs, **jobset}}}
     if ml is not None:
         spec["mlPolicy"] = ml
     if pod_group is not None:
         spec["podGroupPolicy"] = pod_group
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def trainjob(name: str, runtime_name: str, **spec: Any) -> Obj:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"runtimeRef": {"name": runtime_name}, **spec}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"runtimeRef": {"name": runtime_name}, **spec},
+    }
 
 
 def run_to_end(backend: LocalBackend, manifests: list[Obj], workdir: Path) -> Obj:

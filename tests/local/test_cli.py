@@ -65,11 +65,32 @@ def sleeper_files(tmp_path: Path, name: str, marker: str) -> str:
 
 
 def test_run_streams_prefixed_logs_and_exits_with_the_job_result(kt_home: Path, tmp_path: Path) -> None:
-    rt = runtime("hello", [rjob("node", [container(py("import os; print('hello from', os.environ['RANK_IDX'])"),
-                                                   env=[{"name": "RANK_IDX", "valueFrom": {"fieldRef": {
-                                                       "fieldPath": "metadata.annotations['batch.kubernetes.io/"
-                                                                    "job-completion-index']"}}}])],
-                                 ancestor="trainer", parallelism=2)])
+    rt = runtime(
+        "hello",
+        [
+            rjob(
+                "node",
+                [
+                    container(
+                        py("import os; print('hello from', os.environ['RANK_IDX'])"),
+                        env=[
+                            {
+                                "name": "RANK_IDX",
+                                "valueFrom": {
+                                    "fieldRef": {
+                                        "fieldPath": "metadata.annotations['batch.kubernetes.io/"
+                                        "job-completion-index']"
+                                    }
+                                },
+                            }
+                        ],
+                    )
+                ],
+                ancestor="trainer",
+                parallelism=2,
+            )
+        ],
+    )
     f = write(tmp_path / "hello.yaml", rt, trainjob("hello", "hello"))
     r = kt("run", "-f", f)
     assert "[node-0/0] hello from 0" in r.stdout and "[node-0/1] hello from 1" in r.stdout
@@ -80,8 +101,9 @@ def test_run_streams_prefixed_logs_and_exits_with_the_job_result(kt_home: Path, 
     desc = kt("describe", "trainjob", "hello").stdout
     assert "node-0-1" in desc and "AllJobsCompleted" in desc and "images are not pulled locally" in desc
     assert kt("logs", "hello", "--step", "node-0-1").stdout.strip() == "hello from 1"
-    failing = runtime("bad", [rjob("node", [container(py("raise SystemExit(7)"))], ancestor="trainer",
-                                   backoff_limit=0)])
+    failing = runtime(
+        "bad", [rjob("node", [container(py("raise SystemExit(7)"))], ancestor="trainer", backoff_limit=0)]
+    )
     r = kt("run", "-f", write(tmp_path / "bad.yaml", failing, trainjob("bad", "bad")), check=False)
     assert r.returncode == 1 and "Failed" in r.stderr and "Traceback" not in r.stderr
 
@@ -99,7 +121,9 @@ def test_user_errors_are_one_clear_line_not_a_traceback(kt_home: Path, tmp_path:
 def test_sigterm_to_run_leaves_no_process_and_records_failed(kt_home: Path, tmp_path: Path) -> None:
     marker = f"kt-sigterm-{os.getpid()}"
     f = sleeper_files(tmp_path, "term", marker)
-    proc = subprocess.Popen([*KUBETRAIN, "run", "-f", f], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*KUBETRAIN, "run", "-f", f], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for(lambda: len(pids_with(marker)) >= 2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -109,16 +133,24 @@ def test_sigterm_to_run_leaves_no_process_and_records_failed(kt_home: Path, tmp_
     assert (cond["type"], cond["reason"]) == ("Failed", "SupervisorTerminated")
 
 
-def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(kt_home: Path, tmp_path: Path) -> None:
+def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
+    kt_home: Path, tmp_path: Path
+) -> None:
     marker = f"kt-kill9-{os.getpid()}"
     f = sleeper_files(tmp_path, "k9", marker)
     kt("apply", "-f", f)
     wait_for(lambda: len(pids_with(marker)) >= 2)
-    sup = [p for p in pids_with("kubetrain.local.supervisor") if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    sup = [
+        p for p in pids_with("kubetrain.local.supervisor") if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
     assert len(sup) == 1
     os.kill(sup[0], signal.SIGKILL)
-    wait_for(lambda: not Path(f"/proc/{sup[0]}").exists()
-             or Path(f"/proc/{sup[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+    wait_for(
+        lambda: (
+            not Path(f"/proc/{sup[0]}").exists()
+            or Path(f"/proc/{sup[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        )
+    )
     listing = kt("get", "trainjobs", "-o", "wide").stdout
     assert "Failed" in listing and "SupervisorLost" not in listing  # the reason shows in describe
     assert pids_with(marker) == []
@@ -137,7 +169,7 @@ def test_apply_runs_detached_and_delete_stops_every_process(kt_home: Path, tmp_p
     wait_for(lambda: "started" in kt("logs", "del").stdout)
     assert "[node-0/1] started" in kt("logs", "del").stdout
     r = kt("delete", "trainjob", "del")
-    assert 'deleted (logs kept in' in r.stdout
+    assert "deleted (logs kept in" in r.stdout
     assert pids_with(marker) == []
     assert kt("get", "trainjob", "del", check=False).returncode == 1
     logs_dir = r.stdout.split("logs kept in ")[1].rstrip(")\n")

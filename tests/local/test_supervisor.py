@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kubetrain.api import KubetrainError
 from kubetrain.local.backend import LocalBackend
 from kubetrain.local.supervisor import Supervisor
 
@@ -14,22 +15,49 @@ from .conftest import condition, container, needs_namespaces, py, rjob, run_to_e
 
 pytestmark = needs_namespaces
 
-CLAIM = {"metadata": {"name": "initializer"},
-         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+CLAIM = {
+    "metadata": {"name": "initializer"},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
 
 
 def test_initializer_writes_under_its_mount_path_and_trainer_reads_the_same_path(
-        backend: LocalBackend, tmp_path: Path) -> None:
-    rt = runtime("init-then-train", [
-        rjob("dataset-initializer", [container(
-            py("import pathlib; p = pathlib.Path('/workspace/dataset'); p.mkdir(); (p / 'x.txt').write_text('42')"),
-            name="dataset-initializer", volumeMounts=[{"name": "initializer", "mountPath": "/workspace"}])],
-            ancestor="dataset-initializer"),
-        rjob("node", [container(
-            py("import pathlib; assert pathlib.Path('/workspace/dataset/x.txt').read_text() == '42'; print('read 42')"),
-            volumeMounts=[{"name": "initializer", "mountPath": "/workspace"}])],
-            ancestor="trainer", depends_on=[("dataset-initializer", "Complete")]),
-    ], volumeClaimPolicies=[{"templates": [CLAIM]}])
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    rt = runtime(
+        "init-then-train",
+        [
+            rjob(
+                "dataset-initializer",
+                [
+                    container(
+                        py(
+                            "import pathlib; p = pathlib.Path('/workspace/dataset'); p.mkdir();"
+                            " (p / 'x.txt').write_text('42')"
+                        ),
+                        name="dataset-initializer",
+                        volumeMounts=[{"name": "initializer", "mountPath": "/workspace"}],
+                    )
+                ],
+                ancestor="dataset-initializer",
+            ),
+            rjob(
+                "node",
+                [
+                    container(
+                        py(
+                            "import pathlib; assert pathlib.Path('/workspace/dataset/x.txt').read_text() == '42';"
+                            " print('read 42')"
+                        ),
+                        volumeMounts=[{"name": "initializer", "mountPath": "/workspace"}],
+                    )
+                ],
+                ancestor="trainer",
+                depends_on=[("dataset-initializer", "Complete")],
+            ),
+        ],
+        volumeClaimPolicies=[{"templates": [CLAIM]}],
+    )
     st = run_to_end(backend, [rt, trainjob("init", "init-then-train")], tmp_path)
     assert condition(st, "Complete") is not None, st
     assert not Path("/workspace/dataset").exists(), "the host's /workspace must never be written"
@@ -38,12 +66,19 @@ def test_initializer_writes_under_its_mount_path_and_trainer_reads_the_same_path
     assert [j["succeeded"] for j in st["jobsStatus"]] == [1, 1]
 
 
-def test_failure_policy_restarts_the_jobset_once_then_completes(backend: LocalBackend, tmp_path: Path) -> None:
+def test_failure_policy_restarts_the_jobset_once_then_completes(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
     marker = tmp_path / "attempted"
-    code = (f"import pathlib, sys; m = pathlib.Path({str(marker)!r})\n"
-            "if not m.exists():\n    m.write_text('1'); sys.exit(3)\nprint('second attempt ok')")
-    rt = runtime("flaky", [rjob("node", [container(py(code))], ancestor="trainer", backoff_limit=0)],
-                 failurePolicy={"maxRestarts": 2})
+    code = (
+        f"import pathlib, sys; m = pathlib.Path({str(marker)!r})\n"
+        "if not m.exists():\n    m.write_text('1'); sys.exit(3)\nprint('second attempt ok')"
+    )
+    rt = runtime(
+        "flaky",
+        [rjob("node", [container(py(code))], ancestor="trainer", backoff_limit=0)],
+        failurePolicy={"maxRestarts": 2},
+    )
     st = run_to_end(backend, [rt, trainjob("flaky", "flaky")], tmp_path)
     assert condition(st, "Complete") is not None, st
     assert backend.restarts("flaky", "default") == 1
@@ -51,9 +86,14 @@ def test_failure_policy_restarts_the_jobset_once_then_completes(backend: LocalBa
     assert "Restarting" in events
 
 
-def test_always_failing_worker_ends_failed_reached_max_restarts(backend: LocalBackend, tmp_path: Path) -> None:
-    rt = runtime("broken", [rjob("node", [container(py("raise SystemExit(1)"))], ancestor="trainer",
-                                 backoff_limit=0)], failurePolicy={"maxRestarts": 2})
+def test_always_failing_worker_ends_failed_reached_max_restarts(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    rt = runtime(
+        "broken",
+        [rjob("node", [container(py("raise SystemExit(1)"))], ancestor="trainer", backoff_limit=0)],
+        failurePolicy={"maxRestarts": 2},
+    )
     st = run_to_end(backend, [rt, trainjob("broken", "broken")], tmp_path)
     failed = condition(st, "Failed")
     assert failed is not None and failed["reason"] == "ReachedMaxRestarts"
@@ -62,8 +102,9 @@ def test_always_failing_worker_ends_failed_reached_max_restarts(backend: LocalBa
 
 
 def test_without_failure_policy_a_failed_job_fails_the_jobset(backend: LocalBackend, tmp_path: Path) -> None:
-    rt = runtime("nofp", [rjob("node", [container(py("raise SystemExit(2)"))], ancestor="trainer",
-                               backoff_limit=1)])
+    rt = runtime(
+        "nofp", [rjob("node", [container(py("raise SystemExit(2)"))], ancestor="trainer", backoff_limit=1)]
+    )
     st = run_to_end(backend, [rt, trainjob("nofp", "nofp")], tmp_path)
     failed = condition(st, "Failed")
     assert failed is not None and failed["reason"] == "FailedJobs"
@@ -73,10 +114,15 @@ def test_without_failure_policy_a_failed_job_fails_the_jobset(backend: LocalBack
 
 
 def test_gang_that_does_not_fit_fails_after_schedule_timeout_naming_the_resource(
-        backend: LocalBackend, tmp_path: Path) -> None:
+    backend: LocalBackend, tmp_path: Path
+) -> None:
     big = container(py("print('never')"), resources={"requests": {"cpu": "512"}})
-    rt = runtime("huge", [rjob("node", [big], ancestor="trainer")], ml={"numNodes": 1},
-                 pod_group={"coscheduling": {"scheduleTimeoutSeconds": 1}})
+    rt = runtime(
+        "huge",
+        [rjob("node", [big], ancestor="trainer")],
+        ml={"numNodes": 1},
+        pod_group={"coscheduling": {"scheduleTimeoutSeconds": 1}},
+    )
     st = run_to_end(backend, [rt, trainjob("huge", "huge")], tmp_path)
     failed = condition(st, "Failed")
     assert failed is not None and failed["reason"] == "Unschedulable", st
@@ -86,30 +132,43 @@ def test_gang_that_does_not_fit_fails_after_schedule_timeout_naming_the_resource
 
 
 def test_depends_on_ready_waits_for_the_tcp_readiness_probe(backend: LocalBackend, tmp_path: Path) -> None:
-    server = py("import socket, time, os\ntime.sleep(0.5)\n"
-                "s = socket.create_server((socket.gethostbyname(socket.gethostname()), 7000))\n"
-                "c, _ = s.accept(); c.close()\n"
-                "c, _ = s.accept(); c.sendall(b'hello'); c.close()")
-    client = py("import socket\nc = socket.create_connection(('tj-server-0-0.tj', 7000))\n"
-                "print('got', c.recv(5).decode())")
-    rt = runtime("probe", [
-        rjob("server", [container(server, readinessProbe={"tcpSocket": {"port": 7000}})]),
-        rjob("client", [container(client)], ancestor="trainer", depends_on=[("server", "Ready")]),
-    ])
+    server = py(
+        "import socket, time, os\ntime.sleep(0.5)\n"
+        "s = socket.create_server((socket.gethostbyname(socket.gethostname()), 7000))\n"
+        "c, _ = s.accept(); c.close()\n"
+        "c, _ = s.accept(); c.sendall(b'hello'); c.close()"
+    )
+    client = py(
+        "import socket\nc = socket.create_connection(('tj-server-0-0.tj', 7000))\n"
+        "print('got', c.recv(5).decode())"
+    )
+    rt = runtime(
+        "probe",
+        [
+            rjob("server", [container(server, readinessProbe={"tcpSocket": {"port": 7000}})]),
+            rjob("client", [container(client)], ancestor="trainer", depends_on=[("server", "Ready")]),
+        ],
+    )
     st = run_to_end(backend, [rt, trainjob("tj", "probe")], tmp_path)
     assert condition(st, "Complete") is not None, st
     assert "got hello" in "\n".join(backend.logs("tj", "default", step="client", follow=False))
 
 
 def test_success_policy_any_stops_the_other_pods(backend: LocalBackend, tmp_path: Path) -> None:
-    rt = runtime("any", [
-        rjob("sleeper", [container(py("import time; time.sleep(600)"))]),
-        rjob("node", [container(py("print('done')"))], ancestor="trainer"),
-    ], successPolicy={"operator": "Any", "targetReplicatedJobs": ["node"]})
+    rt = runtime(
+        "any",
+        [
+            rjob("sleeper", [container(py("import time; time.sleep(600)"))]),
+            rjob("node", [container(py("print('done')"))], ancestor="trainer"),
+        ],
+        successPolicy={"operator": "Any", "targetReplicatedJobs": ["node"]},
+    )
     st = run_to_end(backend, [rt, trainjob("any", "any")], tmp_path)
     assert condition(st, "Complete") is not None
     assert {s.name: s.state for s in backend.describe_trainjob("any", "default").steps} == {
-        "sleeper-0-0": "Succeeded", "node-0-0": "Succeeded"}
+        "sleeper-0-0": "Succeeded",
+        "node-0-0": "Succeeded",
+    }
 
 
 def test_active_deadline(backend: LocalBackend, tmp_path: Path) -> None:
@@ -122,8 +181,9 @@ def test_active_deadline(backend: LocalBackend, tmp_path: Path) -> None:
 
 def test_suspend_then_resume(backend: LocalBackend, tmp_path: Path) -> None:
     rt = runtime("quick", [rjob("node", [container(py("print('ran')"))], ancestor="trainer")])
-    backend.apply([rt, trainjob("sus", "quick", suspend=True)], namespace="default", workdir=str(tmp_path),
-                  detach=False)
+    backend.apply(
+        [rt, trainjob("sus", "quick", suspend=True)], namespace="default", workdir=str(tmp_path), detach=False
+    )
     sup = Supervisor(backend.store, "default", "sus")
     result: dict[str, object] = {}
     t = threading.Thread(target=lambda: result.update(sup.run()))
@@ -147,8 +207,10 @@ def test_suspend_then_resume(backend: LocalBackend, tmp_path: Path) -> None:
 
 def test_two_trainjobs_at_once_both_bind_the_same_port(kt_home: Path, tmp_path: Path) -> None:
     """Each TrainJob has its own network namespace, so both can use 29500 on the same hostname pattern."""
-    code = ("import socket, time\ns = socket.create_server(('0.0.0.0', 29500))\n"
-            "time.sleep(1.0)\nprint('bound 29500')")
+    code = (
+        "import socket, time\ns = socket.create_server(('0.0.0.0', 29500))\n"
+        "time.sleep(1.0)\nprint('bound 29500')"
+    )
     rt = runtime("port", [rjob("node", [container(py(code))], ancestor="trainer")])
     from kubetrain.local.store import Store
 
@@ -167,8 +229,12 @@ def test_two_trainjobs_at_once_both_bind_the_same_port(kt_home: Path, tmp_path: 
     assert all(condition(results[n], "Complete") for n in ("job-a", "job-b")), results
 
 
-def test_config_error_fails_with_the_field_path_not_a_traceback(backend: LocalBackend, tmp_path: Path) -> None:
-    bad = container(py("print(1)"), env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}])
+def test_config_error_fails_with_the_field_path_not_a_traceback(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    bad = container(
+        py("print(1)"), env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]
+    )
     rt = runtime("badref", [rjob("node", [bad], ancestor="trainer")])
     st = run_to_end(backend, [rt, trainjob("badref", "badref")], tmp_path)
     failed = condition(st, "Failed")
@@ -177,10 +243,48 @@ def test_config_error_fails_with_the_field_path_not_a_traceback(backend: LocalBa
     assert "Traceback" not in failed["message"]
 
 
-def test_gpu_nproc_without_gpus_is_a_clear_error(backend: LocalBackend, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_nproc_without_gpus_is_a_clear_error(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBETRAIN_GPUS", "0")
     rt = runtime("tgpu", [rjob("node", [container(py("print(1)"))], ancestor="trainer")], ml={"torch": {}})
     st = run_to_end(backend, [rt, trainjob("tgpu", "tgpu", trainer={"numProcPerNode": "gpu"})], tmp_path)
     failed = condition(st, "Failed")
     assert failed is not None and "numProcPerNode: 'gpu' needs GPUs" in failed["message"], st
+
+
+def test_exec_readiness_probe_runs_inside_the_pod(backend: LocalBackend, tmp_path: Path) -> None:
+    """The probe sees the pod's own emptyDir at its mountPath, which exists nowhere on the host."""
+    server = container(
+        py(
+            "import pathlib, time\ntime.sleep(0.5)\npathlib.Path('/kt-probe/ready').write_text('y')\ntime.sleep(600)"
+        ),
+        volumeMounts=[{"name": "scratch", "mountPath": "/kt-probe"}],
+        readinessProbe={"exec": {"command": ["test", "-f", "/kt-probe/ready"]}},
+    )
+    rt = runtime(
+        "execprobe",
+        [
+            rjob("server", [server], volumes=[{"name": "scratch", "emptyDir": {}}]),
+            rjob(
+                "node",
+                [container(py("print('server ready')"))],
+                ancestor="trainer",
+                depends_on=[("server", "Ready")],
+            ),
+        ],
+        successPolicy={"operator": "All", "targetReplicatedJobs": ["node"]},
+    )
+    st = run_to_end(backend, [rt, trainjob("ep", "execprobe")], tmp_path)
+    assert condition(st, "Complete") is not None, st
+    assert not Path("/kt-probe").exists()
+    assert "server ready" in "\n".join(backend.logs("ep", "default", step="node", follow=False))
+
+
+def test_running_the_same_trainjob_twice_is_refused(backend: LocalBackend, tmp_path: Path) -> None:
+    rt = runtime(
+        "sleepy", [rjob("node", [container(py("import time; time.sleep(600)"))], ancestor="trainer")]
+    )
+    backend.apply([rt, trainjob("twice", "sleepy")], namespace="default", workdir=str(tmp_path), detach=False)
+    with pytest.raises(KubetrainError, match="already running"):
+        backend.apply([trainjob("twice", "sleepy")], namespace="default", workdir=str(tmp_path), detach=False)

@@ -16,52 +16,101 @@ from kubetrain.local.plan import PlanError, address, build_plan
 from kubetrain.local.store import PodRow, Store
 from kubetrain.local.volumes import VolumeError, container_binds, pod_volumes
 
-SECRET = {"kind": "Secret", "metadata": {"name": "creds"},
-          "data": {"token": base64.b64encode(b"s3cr3t").decode()}, "stringData": {"user": "ann"}}
-CONFIGMAP = {"kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"LR": "0.1", "hostfile": "a slots=2\n"}}
+SECRET = {
+    "kind": "Secret",
+    "metadata": {"name": "creds"},
+    "data": {"token": base64.b64encode(b"s3cr3t").decode()},
+    "stringData": {"user": "ann"},
+}
+CONFIGMAP = {
+    "kind": "ConfigMap",
+    "metadata": {"name": "cfg"},
+    "data": {"LR": "0.1", "hostfile": "a slots=2\n"},
+}
 
 
 def jobset(rjobs: list[dict[str, object]], **spec: object) -> dict[str, object]:
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "tj", "namespace": "default"}, "spec": {"replicatedJobs": rjobs, **spec}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "tj", "namespace": "default"},
+        "spec": {"replicatedJobs": rjobs, **spec},
+    }
 
 
 def rj(name: str, completions: int = 1, replicas: int = 1) -> dict[str, object]:
-    return {"name": name, "replicas": replicas, "template": {"spec": {
-        "parallelism": completions, "completions": completions,
-        "template": {"spec": {"containers": [{"name": "node", "command": ["true"]}]}}}}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "parallelism": completions,
+                "completions": completions,
+                "template": {"spec": {"containers": [{"name": "node", "command": ["true"]}]}},
+            }
+        },
+    }
 
 
 class TestEnv:
     def test_field_refs_resolve_completion_index_name_namespace_and_jobset_label(self) -> None:
         plan = build_plan(jobset([rj("node", completions=2)]))
         pod = plan.pods()[1]
-        c = {"name": "node", "env": [
-            {"name": "RANK", "valueFrom": {"fieldRef": {
-                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
-            {"name": "JS", "valueFrom": {"fieldRef": {
-                "fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}}},
-            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        ]}
-        env = container_env(c, pod.meta("team", "uid", 0), ObjectIndex([]), base={}, pod_ip=pod.address, where="c")
+        c = {
+            "name": "node",
+            "env": [
+                {
+                    "name": "RANK",
+                    "valueFrom": {
+                        "fieldRef": {
+                            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                        }
+                    },
+                },
+                {
+                    "name": "JS",
+                    "valueFrom": {
+                        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}
+                    },
+                },
+                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            ],
+        }
+        env = container_env(
+            c, pod.meta("team", "uid", 0), ObjectIndex([]), base={}, pod_ip=pod.address, where="c"
+        )
         assert env == {"RANK": "1", "JS": "tj", "POD": "tj-node-0-1", "NS": "team", "IP": pod.address}
 
     def test_secret_and_configmap_refs_and_env_from(self) -> None:
-        c = {"name": "node",
-             "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
-             "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
-                     {"name": "USER", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "user"}}},
-                     {"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "LR"}}},
-                     {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "x", "optional": True}}}]}
-        env = container_env(c, {}, ObjectIndex([SECRET, CONFIGMAP]), base={"PATH": "/bin"}, pod_ip="x", where="c")
+        c = {
+            "name": "node",
+            "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+            "env": [
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+                {"name": "USER", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "user"}}},
+                {"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "LR"}}},
+                {
+                    "name": "OPT",
+                    "valueFrom": {"secretKeyRef": {"name": "nope", "key": "x", "optional": True}},
+                },
+            ],
+        }
+        env = container_env(
+            c, {}, ObjectIndex([SECRET, CONFIGMAP]), base={"PATH": "/bin"}, pod_ip="x", where="c"
+        )
         assert env["TOKEN"] == "s3cr3t" and env["USER"] == "ann" and env["LR"] == "0.1"
         assert env["CFG_LR"] == "0.1" and env["PATH"] == "/bin" and "OPT" not in env
 
     def test_missing_secret_names_the_field_and_the_fix(self) -> None:
-        c = {"name": "node", "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}}]}
-        with pytest.raises(EnvError, match=r"pod\.env\[0\]\.valueFrom\.secretKeyRef: Secret 'gone' not found.*apply"):
+        c = {
+            "name": "node",
+            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}}],
+        }
+        with pytest.raises(
+            EnvError, match=r"pod\.env\[0\]\.valueFrom\.secretKeyRef: Secret 'gone' not found.*apply"
+        ):
             container_env(c, {}, ObjectIndex([]), base={}, pod_ip="x", where="pod")
 
     def test_dollar_expansion_like_the_kubelet(self) -> None:
@@ -74,7 +123,13 @@ class TestPlan:
     def test_pods_hostnames_and_addresses_follow_the_jobset_convention(self) -> None:
         plan = build_plan(jobset([rj("dataset-initializer"), rj("node", completions=2, replicas=2)]))
         names = [p.name for p in plan.pods()]
-        assert names == ["tj-dataset-initializer-0-0", "tj-node-0-0", "tj-node-0-1", "tj-node-1-0", "tj-node-1-1"]
+        assert names == [
+            "tj-dataset-initializer-0-0",
+            "tj-node-0-0",
+            "tj-node-0-1",
+            "tj-node-1-0",
+            "tj-node-1-1",
+        ]
         assert [p.fqdn for p in plan.pods()][1] == "tj-node-0-0.tj"
         assert len({p.address for p in plan.pods()}) == 5
         assert plan.pods()[2].annotations["batch.kubernetes.io/job-completion-index"] == "1"
@@ -109,17 +164,39 @@ class TestPlan:
 
 class TestVolumes:
     def test_secret_and_configmap_are_materialised_with_modes(self, tmp_path: Path) -> None:
-        spec = {"volumes": [
-            {"name": "ssh", "secret": {"secretName": "creds", "defaultMode": 0o400,
-                                       "items": [{"key": "token", "path": "id_rsa", "mode": 0o640},
-                                                 {"key": "user", "path": "user"}]}},
-            {"name": "hf", "configMap": {"name": "cfg", "items": [{"key": "hostfile", "path": "hostfile",
-                                                                   "mode": 0o444}]}},
-            {"name": "scratch", "emptyDir": {}},
-            {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}},
-        ], "containers": [{"name": "node", "volumeMounts": [{"name": "init", "mountPath": "/workspace"}]}]}
-        vols = pod_volumes(spec, pod_dir=tmp_path / "pod", claims_dir=tmp_path / "claims", claim_templates={"init"},
-                           index=ObjectIndex([SECRET, CONFIGMAP]), where="pod")
+        spec = {
+            "volumes": [
+                {
+                    "name": "ssh",
+                    "secret": {
+                        "secretName": "creds",
+                        "defaultMode": 0o400,
+                        "items": [
+                            {"key": "token", "path": "id_rsa", "mode": 0o640},
+                            {"key": "user", "path": "user"},
+                        ],
+                    },
+                },
+                {
+                    "name": "hf",
+                    "configMap": {
+                        "name": "cfg",
+                        "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
+                    },
+                },
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}},
+            ],
+            "containers": [{"name": "node", "volumeMounts": [{"name": "init", "mountPath": "/workspace"}]}],
+        }
+        vols = pod_volumes(
+            spec,
+            pod_dir=tmp_path / "pod",
+            claims_dir=tmp_path / "claims",
+            claim_templates={"init"},
+            index=ObjectIndex([SECRET, CONFIGMAP]),
+            where="pod",
+        )
         assert (vols["ssh"] / "id_rsa").read_bytes() == b"s3cr3t"
         assert stat.S_IMODE(os.stat(vols["ssh"] / "id_rsa").st_mode) == 0o640
         assert stat.S_IMODE(os.stat(vols["ssh"] / "user").st_mode) == 0o400
@@ -132,8 +209,14 @@ class TestVolumes:
     def test_unsupported_volume_type_names_the_field(self, tmp_path: Path) -> None:
         spec = {"volumes": [{"name": "x", "nfs": {"server": "s"}}]}
         with pytest.raises(VolumeError, match=r"pod\.volumes\[0\]: volume type \['nfs'\] is not supported"):
-            pod_volumes(spec, pod_dir=tmp_path, claims_dir=tmp_path, claim_templates=set(),
-                        index=ObjectIndex([]), where="pod")
+            pod_volumes(
+                spec,
+                pod_dir=tmp_path,
+                claims_dir=tmp_path,
+                claim_templates=set(),
+                index=ObjectIndex([]),
+                where="pod",
+            )
 
     def test_mount_of_undeclared_volume(self, tmp_path: Path) -> None:
         with pytest.raises(VolumeError, match=r"volumeMounts\[0\]\.name: no volume 'x'"):
@@ -145,23 +228,37 @@ class TestSandboxRoot:
         src = tmp_path / "src"
         src.mkdir()
         dest = "/etc/kubetrain-test-does-not-exist/inner"
-        argv = namespaces.bwrap_argv(netns="n", hostname="h", binds=[namespaces.Bind(str(src), dest)],
-                                     hosts_file="/dev/null", chdir="/", command=["true"])
+        argv = namespaces.bwrap_argv(
+            netns="n",
+            hostname="h",
+            binds=[namespaces.Bind(str(src), dest)],
+            hosts_file="/dev/null",
+            chdir="/",
+            command=["true"],
+        )
         # /etc gets rebuilt as a tmpfs of binds instead of being bound whole (which would mkdir on the host).
         i = argv.index("--tmpfs")
         assert argv[i + 1] == "/etc"
-        assert ["--dev-bind", "/etc", "/etc"] not in [argv[j:j + 3] for j in range(len(argv))]
+        assert ["--dev-bind", "/etc", "/etc"] not in [argv[j : j + 3] for j in range(len(argv))]
         assert argv[-2:] == ["--", "true"]
         assert not os.path.exists("/etc/kubetrain-test-does-not-exist")
 
     def test_existing_mount_point_does_not_shadow(self, tmp_path: Path) -> None:
-        argv = namespaces.bwrap_argv(netns="n", hostname="h", binds=[namespaces.Bind(str(tmp_path), "/usr")],
-                                     hosts_file="/dev/null", chdir="/", command=["true"])
+        argv = namespaces.bwrap_argv(
+            netns="n",
+            hostname="h",
+            binds=[namespaces.Bind(str(tmp_path), "/usr")],
+            hosts_file="/dev/null",
+            chdir="/",
+            command=["true"],
+        )
         assert "--tmpfs" not in argv
 
 
 class TestGang:
-    @pytest.mark.parametrize(("q", "v"), [("2", 2.0), ("500m", 0.5), ("4Gi", 4 * 2**30), ("1e3", 1000.0), (3, 3.0)])
+    @pytest.mark.parametrize(
+        ("q", "v"), [("2", 2.0), ("500m", 0.5), ("4Gi", 4 * 2**30), ("1e3", 1000.0), (3, 3.0)]
+    )
     def test_quantities(self, q: str | int, v: float) -> None:
         assert gang.parse_quantity(q) == v
 
@@ -173,11 +270,19 @@ class TestGang:
         cap = gang.Capacity(cpu=2, memory=8 * 2**30, gpus=0)
         assert gang.missing_resources({"cpu": "1", "memory": "1Gi"}, cap) == []
         missing = gang.missing_resources({"cpu": "64", "nvidia.com/gpu": 1}, cap)
-        assert missing == ["cpu: requested 64, this machine has 2", "nvidia.com/gpu: requested 1, this machine has 0"]
+        assert missing == [
+            "cpu: requested 64, this machine has 2",
+            "nvidia.com/gpu: requested 1, this machine has 0",
+        ]
 
     def test_pod_requests_count_init_containers_like_the_scheduler(self) -> None:
-        spec = {"containers": [{"resources": {"requests": {"cpu": "1"}}}, {"resources": {"limits": {"cpu": "1"}}}],
-                "initContainers": [{"resources": {"requests": {"cpu": "3"}}}]}
+        spec = {
+            "containers": [
+                {"resources": {"requests": {"cpu": "1"}}},
+                {"resources": {"limits": {"cpu": "1"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
+        }
         assert gang.pod_requests(spec) == {"cpu": 3.0}
 
 

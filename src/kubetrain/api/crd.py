@@ -137,6 +137,17 @@ _LIST_MAPS: Final[dict[tuple[type[BaseModel], str], list[str]]] = {
     (trainjob.TrainJobStatus, "conditions"): ["type"],
     (trainjob.TrainJobStatus, "jobs_status"): ["name"],
     (runtime.EnvInjection, "targets"): ["jobName"],
+    # Also what lets the API server correlate old and new items, so dependsOn's transition rule may run.
+    (jobset.JobSetSpec, "replicated_jobs"): ["name"],
+    (jobset.ReplicatedJob, "depends_on"): ["name"],
+}
+# Limits the CRD needs beyond the models' own: the API server estimates each CEL rule's worst-case cost from
+# maxItems/maxLength, and rejects the CRD if a rule over unbounded strings could be too expensive.
+_SCHEMA_EXTRA: Final[dict[tuple[type[BaseModel], str], dict[str, Any]]] = {
+    (runtime.EnvInjectionTarget, "container_names"): {"items": {"maxLength": 63}},
+    # Upstream's bounds: they keep the cost of the trainer's immutability rule (self == oldSelf) estimable.
+    (trainjob.Trainer, "command"): {"items": {"maxLength": 1048576}},
+    (trainjob.Trainer, "args"): {"items": {"maxLength": 1048576}},
 }
 _LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {(runtime.EnvInjectionTarget, "container_names")}
 _LIST_ATOMIC: Final[set[tuple[type[BaseModel], str]]] = {
@@ -298,7 +309,9 @@ class _Converter:
             if key not in props:
                 continue
             prop = props[key]
-            if "description" not in prop and (model, name) in _DESCRIPTIONS:
+            # A field's own description= wins; the table beats the docstring of the field's class.
+            own = "description" in (node.get("properties") or {}).get(key, {})
+            if not own and (model, name) in _DESCRIPTIONS:
                 prop["description"] = _DESCRIPTIONS[(model, name)]
             if (model, name) in _DESCRIPTIONS:
                 self.applied.add(("desc", model, name))
@@ -311,6 +324,9 @@ class _Converter:
                 prop["x-kubernetes-list-type"] = "map"
                 prop["x-kubernetes-list-map-keys"] = list(_LIST_MAPS[(model, name)])
                 self.applied.add(("map", model, name))
+            for key, extra in _SCHEMA_EXTRA.get((model, name), {}).items():
+                prop[key] = {**prop.get(key, {}), **extra} if isinstance(extra, dict) else extra
+                self.applied.add(("extra", model, name))
             if (model, name) in _LIST_SETS:
                 prop["x-kubernetes-list-type"] = "set"
             if (model, name) in _LIST_ATOMIC:
@@ -511,7 +527,8 @@ def generate_crds() -> list[dict[str, Any]]:
     expected |= {("map", m, f) for m, f in _LIST_MAPS}
     expected |= {("desc", m, f) for m, f in _DESCRIPTIONS}
     expected |= {("model", m) for m in _MODEL_RULES}
-    for m, f in (*_FIELD_RULES, *_LIST_MAPS, *_DESCRIPTIONS, *_LIST_SETS, *_LIST_ATOMIC):
+    expected |= {("extra", m, f) for m, f in _SCHEMA_EXTRA}
+    for m, f in (*_FIELD_RULES, *_LIST_MAPS, *_DESCRIPTIONS, *_LIST_SETS, *_LIST_ATOMIC, *_SCHEMA_EXTRA):
         _alias(m, f)
     missing = expected - converters_applied
     if missing:

@@ -11,7 +11,12 @@ import click
 def register(group: click.Group) -> None:
     @group.group("cluster")
     def cluster() -> None:
-        """Commands that only make sense against a Kubernetes cluster."""
+        """Commands that only make sense against a Kubernetes cluster.
+
+        \b
+        Examples:
+          kubetrain cluster install-check --context prod
+        """
 
     @cluster.command("install-check")
     @click.option("--kubeconfig", default=None, help="kubeconfig to use.")
@@ -22,8 +27,10 @@ def register(group: click.Group) -> None:
         show_default="$KUBEFLOW_SYSTEM_NAMESPACE or kubeflow-system",
         help="Where the Kubeflow SDK looks for the kubeflow-trainer-public ConfigMap.",
     )
-    @click.option("--lease-namespace", default="kubetrain-system", show_default=True)
-    def install_check(kubeconfig: str | None, context: str | None, system_namespace: str, lease_namespace: str) -> None:
+    @click.option("--lease-namespace", default=None, help="Namespace of the operator's Lease (default: as above).")
+    def install_check(
+        kubeconfig: str | None, context: str | None, system_namespace: str, lease_namespace: str | None
+    ) -> None:
         """Check that a cluster has what the operator and the Kubeflow SDK need.
 
         \b
@@ -34,7 +41,9 @@ def register(group: click.Group) -> None:
         from kubetrain.k8s.install_check import run_checks
 
         ok = True
-        for passed, line in asyncio.run(run_checks(kubeconfig, context, system_namespace, lease_namespace)):
+        for passed, line in asyncio.run(
+            run_checks(kubeconfig, context, system_namespace, lease_namespace or system_namespace)
+        ):
             ok = ok and passed
             click.echo(f"{'ok  ' if passed else 'FAIL'}  {line}")
         if not ok:

@@ -42,22 +42,27 @@ def _with_backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _is_cluster(kubeconfig: str | None, context: str | None) -> bool:
-    return bool(kubeconfig or context or os.environ.get("KUBETRAIN_BACKEND", "").lower() in ("k8s", "kubernetes"))
+    return bool(
+        kubeconfig or context or os.environ.get("KUBETRAIN_BACKEND", "").lower() in ("k8s", "kubernetes")
+    )
 
 
 def _backend(kubeconfig: str | None, context: str | None) -> Backend:
     if _is_cluster(kubeconfig, context):
         try:
-            from kubetrain.k8s.cli_backend import ClusterBackend  # noqa: PLC0415 - only for cluster users
+            from kubetrain.k8s.cli_backend import ClusterBackend
         except ImportError as exc:
-            fail(f"the Kubernetes backend is not available in this installation ({exc})",
-                 "unset KUBETRAIN_BACKEND and drop --kubeconfig/--context to run on this machine")
+            fail(
+                f"the Kubernetes backend is not available in this installation ({exc})",
+                "unset KUBETRAIN_BACKEND and drop --kubeconfig/--context to run on this machine",
+            )
         try:
             backend: Backend = ClusterBackend(kubeconfig, context)
         except KubetrainError as exc:
             fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
         return backend
-    from kubetrain.local.backend import LocalBackend  # noqa: PLC0415 - keeps `kubetrain --help` fast
+    # Imported here so `kubetrain --help` and the cluster backend never load the local one.
+    from kubetrain.local.backend import LocalBackend
 
     return LocalBackend()
 
@@ -107,13 +112,14 @@ def _run_errors(fn: Callable[[], None]) -> None:
         fail(str(exc))
 
 
-def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb keeps the verbs together
+def register(group: click.Group) -> None:
     @group.command("run")
     @files_option
     @_with_backend_options
     @click.option("-q", "--quiet", is_flag=True, help="Do not stream logs; print only the final state.")
-    def run(files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str,
-            quiet: bool) -> None:
+    def run(
+        files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str, quiet: bool
+    ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
         Exit status is 0 when the TrainJob ends Complete and 1 when it ends Failed. Runtimes in the same files
@@ -128,14 +134,16 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
         objects, dirs = _load(files)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
-            fail(f"`run` needs exactly one TrainJob in the files, found {len(jobs)}",
-                 "use `kubetrain apply -f` for several TrainJobs, then `kubetrain get trainjobs`")
+            fail(
+                f"`run` needs exactly one TrainJob in the files, found {len(jobs)}",
+                "use `kubetrain apply -f` for several TrainJobs, then `kubetrain get trainjobs`",
+            )
         others = [o.to_wire() for o in objects if not isinstance(o, TrainJob)]
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
         if _is_cluster(kubeconfig, context):
             backend = _backend(kubeconfig, context)
-            _run_errors(lambda: print_applied(backend.apply(others + [tj.to_wire()], namespace=ns)))
+            _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             sys.exit(_follow_remote(backend, tj.name, ns, quiet))
         sys.exit(_run_local(others, tj, workdir, ns, quiet))
 
@@ -157,15 +165,16 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
         if _is_cluster(kubeconfig, context):
             _run_errors(lambda: print_applied(backend.apply(wires, namespace=namespace)))
             return
-        from kubetrain.local.backend import LocalBackend  # noqa: PLC0415
+        from kubetrain.local.backend import LocalBackend
 
         assert isinstance(backend, LocalBackend)
+        local = backend
         applied: list[str] = []
 
         def go() -> None:
             # One call per object so each TrainJob keeps the working directory of its own file.
             for w, d in sorted(zip(wires, dirs, strict=True), key=lambda p: p[0]["kind"] == "TrainJob"):
-                applied.extend(backend.apply([w], namespace=namespace, workdir=d))
+                applied.extend(local.apply([w], namespace=namespace, workdir=d))
 
         _run_errors(go)
         print_applied(applied)
@@ -176,8 +185,15 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
     @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
     @click.option("-o", "--output", type=click.Choice(["table", "wide", "yaml", "json"]), default="table")
     @_with_backend_options
-    def get(kind: str, name: str | None, all_namespaces: bool, output: str, kubeconfig: str | None,
-            context: str | None, namespace: str) -> None:
+    def get(
+        kind: str,
+        name: str | None,
+        all_namespaces: bool,
+        output: str,
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
+    ) -> None:
         """List TrainJobs (NAME RUNTIME STATE NODES AGE) or runtimes, like kubectl get.
 
         \b
@@ -199,8 +215,12 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
             t = _table(["KIND", "NAME", "FRAMEWORK", "NODES"])
             for r in rts:
                 ml = r.spec.ml_policy
-                t.add_row(r.kind, r.name, ",".join(ml.frameworks()) if ml else "-",
-                          str(ml.num_nodes or 1) if ml else "-")
+                t.add_row(
+                    r.kind,
+                    r.name,
+                    ",".join(ml.frameworks()) if ml else "-",
+                    str(ml.num_nodes or 1) if ml else "-",
+                )
             stdout.print(t)
             return
         try:
@@ -211,7 +231,9 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
             _dump([j.to_wire() for j in jobs], output)
             return
         if not jobs:
-            click.echo(f"No TrainJobs found in {'any namespace' if ns is None else f'namespace {ns}'}.", err=True)
+            click.echo(
+                f"No TrainJobs found in {'any namespace' if ns is None else f'namespace {ns}'}.", err=True
+            )
             return
         cols = (["NAMESPACE"] if ns is None else []) + ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
         if output == "wide":
@@ -219,11 +241,18 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
         t = _table(cols)
         for j in jobs:
             row = ([j.namespace] if ns is None else []) + [
-                j.name, j.spec.runtime_ref.name, j.state or "Running" if not j.state else j.state, _nodes(j),
-                _age(j.metadata.creation_timestamp)]
+                j.name,
+                j.spec.runtime_ref.name,
+                j.state or "Running",
+                _nodes(j),
+                _age(j.metadata.creation_timestamp),
+            ]
             if output == "wide":
                 js = (j.status.jobs_status if j.status else None) or []
-                row += [" ".join(f"{s.name}:{s.succeeded}/{s.active}a/{s.failed}f" for s in js), _message(j)]
+                row += [
+                    ", ".join(f"{s.name}(active={s.active},ok={s.succeeded},failed={s.failed})" for s in js),
+                    _message(j),
+                ]
             t.add_row(*row)
         stdout.print(t)
 
@@ -248,12 +277,16 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
 
     @group.command("logs")
     @click.argument("name")
-    @click.option("--step", default=None,
-                  help="One step: a pod (node-0-1), a job (node-0) or a replicated job (dataset-initializer).")
+    @click.option(
+        "--step",
+        default=None,
+        help="One step: a pod (node-0-1), a job (node-0) or a replicated job (dataset-initializer).",
+    )
     @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the TrainJob finishes.")
     @_with_backend_options
-    def logs(name: str, step: str | None, follow: bool, kubeconfig: str | None, context: str | None,
-             namespace: str) -> None:
+    def logs(
+        name: str, step: str | None, follow: bool, kubeconfig: str | None, context: str | None, namespace: str
+    ) -> None:
         """Print the logs of a TrainJob's steps, each line prefixed [step/rank] when several are shown.
 
         \b
@@ -273,8 +306,9 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
     @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
     @click.argument("names", nargs=-1, required=True)
     @_with_backend_options
-    def delete(kind: str, names: tuple[str, ...], kubeconfig: str | None, context: str | None,
-               namespace: str) -> None:
+    def delete(
+        kind: str, names: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str
+    ) -> None:
         """Delete TrainJobs and stop every process of them. Locally, logs and volumes stay on disk.
 
         \b
@@ -292,14 +326,17 @@ def register(group: click.Group) -> None:  # noqa: C901 - one closure per verb k
             except KubetrainError as exc:
                 fail(str(exc))
             kept = f" (logs kept in {logs_dir})" if logs_dir else ""
-            click.echo(f"trainjob.trainer.kubeflow.org \"{name}\" deleted{kept}")
+            click.echo(f'trainjob.trainer.kubeflow.org "{name}" deleted{kept}')
 
 
 def print_applied(applied: list[str]) -> None:
     for a in applied:
         kind, _, name = a.partition("/")
-        click.echo(f"{kind}.trainer.kubeflow.org/{name} applied" if kind in (
-            "trainjob", "trainingruntime", "clustertrainingruntime") else f"{kind}/{name} applied")
+        click.echo(
+            f"{kind}.trainer.kubeflow.org/{name} applied"
+            if kind in ("trainjob", "trainingruntime", "clustertrainingruntime")
+            else f"{kind}/{name} applied"
+        )
 
 
 def _dump(objs: list[dict[str, Any]], output: str) -> None:
@@ -320,24 +357,43 @@ def _table(cols: list[str]) -> Table:
 def _print_details(d: Any) -> None:
     tj: TrainJob = d.trainjob
     out = stdout
-    out.print(f"[bold]Name:[/]         {tj.name}")
-    out.print(f"[bold]Namespace:[/]    {tj.namespace}")
-    out.print(f"[bold]Runtime:[/]      {tj.spec.runtime_ref.effective_kind}/{tj.spec.runtime_ref.name}")
+    fields: list[tuple[str, object]] = [
+        ("Name", tj.name),
+        ("Namespace", tj.namespace),
+        ("Runtime", f"{tj.spec.runtime_ref.effective_kind}/{tj.spec.runtime_ref.name}"),
+    ]
     tr = tj.spec.trainer
     if tr is not None:
-        out.print(f"[bold]Trainer:[/]      nodes={_nodes(tj)} procPerNode={tr.num_proc_per_node or '-'} "
-                  f"image={tr.image or '(runtime)'}")
+        fields.append(
+            (
+                "Trainer",
+                f"nodes={_nodes(tj)} procPerNode={tr.num_proc_per_node or '-'} "
+                f"image={tr.image or '(runtime)'}",
+            )
+        )
         if tr.command or tr.args:
-            out.print(f"              command={' '.join((tr.command or []) + (tr.args or []))}")
-    out.print(f"[bold]Created:[/]      {tj.metadata.creation_timestamp or '-'} ({_age(tj.metadata.creation_timestamp)})")
-    out.print(f"[bold]State:[/]        {tj.state or 'Running'}")
-    for k, v in (d.extra or {}).items():
-        out.print(f"[bold]{k + ':':<14}[/]{', '.join(map(str, v)) if isinstance(v, list) else v}")
+            cmd = " ".join((tr.command or []) + (tr.args or []))
+            fields.append(("Command", cmd if len(cmd) <= 200 else cmd[:197] + "..."))
+    fields += [
+        ("Created", f"{tj.metadata.creation_timestamp or '-'} ({_age(tj.metadata.creation_timestamp)} ago)"),
+        ("State", tj.state or "Running"),
+    ]
+    fields += [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in (d.extra or {}).items()]
+    width = max(len(k) for k, _ in fields) + 2
+    for k, v in fields:
+        out.print(f"[bold]{k + ':':<{width}}[/]{v}", markup=True, highlight=False)
     out.print("[bold]Steps:[/]")
     t = _table(["  STEP", "JOB", "STATE", "RESTARTS", "EXIT", "PID", "MESSAGE"])
     for s in d.steps:
-        t.add_row("  " + s.name, s.replicated_job, s.state, str(s.restarts),
-                  "-" if s.exit_code is None else str(s.exit_code), str(s.pid or "-"), s.message or "")
+        t.add_row(
+            "  " + s.name,
+            s.replicated_job,
+            s.state,
+            str(s.restarts),
+            "-" if s.exit_code is None else str(s.exit_code),
+            str(s.pid or "-"),
+            s.message or "",
+        )
     out.print(t if d.steps else "  (none started)")
     out.print("[bold]Conditions:[/]")
     conds = (tj.status.conditions if tj.status else None) or []
@@ -350,7 +406,9 @@ def _print_details(d: Any) -> None:
         out.print("[bold]Jobs:[/]")
         t = _table(["  NAME", "READY", "SUCCEEDED", "FAILED", "ACTIVE", "SUSPENDED"])
         for s in js:
-            t.add_row("  " + s.name, str(s.ready), str(s.succeeded), str(s.failed), str(s.active), str(s.suspended))
+            t.add_row(
+                "  " + s.name, str(s.ready), str(s.succeeded), str(s.failed), str(s.active), str(s.suspended)
+            )
         out.print(t)
     out.print("[bold]Events:[/]")
     t = _table(["  TIME", "TYPE", "REASON", "MESSAGE"])
@@ -377,8 +435,8 @@ def _follow_remote(backend: Backend, name: str, namespace: str, quiet: bool) -> 
 
 
 def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespace: str, quiet: bool) -> int:
-    from kubetrain.local.backend import LocalBackend, LogTailer  # noqa: PLC0415
-    from kubetrain.local.supervisor import Supervisor, configure_logging  # noqa: PLC0415
+    from kubetrain.local.backend import LocalBackend, LogTailer
+    from kubetrain.local.supervisor import Supervisor, configure_logging
 
     configure_logging()
     try:
@@ -396,7 +454,7 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
     def target() -> None:
         try:
             result.update(sup.run())
-        except BaseException as exc:  # noqa: BLE001 - reported below, after the UI stops
+        except BaseException as exc:
             errors.append(exc)
 
     # The supervisor runs on its own thread because pods die with the thread that forked them (PDEATHSIG):
@@ -407,12 +465,21 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
     worker.start()
     tailer = LogTailer(lambda: backend.log_files(name, ns, None), prefix=True)
     console = Console(stderr=True, highlight=False)
+    console.print(
+        f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
+        f"environment {sys.prefix} (see docs/local.md to map images)[/]"
+    )
     interactive = console.is_terminal
     seen: dict[str, str] = {}
 
     def progress() -> Table:
-        t = Table(box=None, show_header=True, header_style="bold", title=f"trainjob {ns}/{name}",
-                  title_justify="left")
+        t = Table(
+            box=None,
+            show_header=True,
+            header_style="bold",
+            title=f"trainjob {ns}/{name}",
+            title_justify="left",
+        )
         for col in ("STEP", "STATE", "RESTARTS"):
             t.add_column(col)
         for p in backend.store.list_pods(ns, name):
@@ -443,10 +510,10 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
             worker.join(0.1)
     emit(tailer.flush())
     if errors:
-        exc = errors[0]
-        if isinstance(exc, KubetrainError):
-            fail(str(exc))
-        raise exc
+        error = errors[0]
+        if isinstance(error, KubetrainError):
+            fail(str(error))
+        raise error
     final = backend.get_trainjob(name, ns)
     if interactive:
         console.print(progress())

@@ -20,7 +20,11 @@ def register(group: click.Group) -> None:
     @click.option(
         "--leader-elect/--no-leader-elect", default=True, show_default=True, help="Lease-based leader election."
     )
-    @click.option("--lease-namespace", default="kubetrain-system", show_default=True, help="Namespace of the Lease.")
+    @click.option(
+        "--lease-namespace",
+        default=None,
+        help="Namespace of the Lease (default: $POD_NAMESPACE, the pod's, kubeflow-system).",
+    )
     @click.option("--lease-name", default="kubetrain-operator", show_default=True)
     @click.option("--identity", default=None, help="Leader-election identity (default: hostname_pid).")
     @click.option(
@@ -38,7 +42,7 @@ def register(group: click.Group) -> None:
         burst: int,
         concurrency: int,
         leader_elect: bool,
-        lease_namespace: str,
+        lease_namespace: str | None,
         lease_name: str,
         identity: str | None,
         health_port: int,
@@ -71,7 +75,6 @@ def register(group: click.Group) -> None:
             concurrency=concurrency,
             namespace=namespace,
             leader_election=leader_elect,
-            lease_namespace=lease_namespace,
             lease_name=lease_name,
             health_port=None if health_port < 0 else health_port,
             webhook_port=webhook_port,
@@ -79,6 +82,8 @@ def register(group: click.Group) -> None:
         )
         if identity:
             settings.identity = identity
+        if lease_namespace:
+            settings.lease_namespace = lease_namespace
 
         async def main() -> int:
             stop = asyncio.Event()

@@ -17,11 +17,12 @@ import base64
 import contextlib
 import copy
 import datetime as dt
+import ipaddress
 import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +40,10 @@ CERT_VALIDITY = dt.timedelta(days=365)
 RENEW_BEFORE = dt.timedelta(days=30)
 # Certificates start a little in the past so a node whose clock lags the operator's still accepts them.
 _BACKDATE = dt.timedelta(minutes=5)
+
+# Left in the certificate directory by CertManager, so a restarted container knows the files are its own to
+# renew (and not, say, a mounted cert-manager Secret).
+MANAGED_MARKER = ".kubetrain-managed"
 
 VALIDATING = "ValidatingWebhookConfiguration"
 MUTATING = "MutatingWebhookConfiguration"
@@ -120,6 +125,7 @@ def generate_serving_cert(
     now: dt.datetime,
     *,
     valid_for: dt.timedelta = CERT_VALIDITY,
+    common_name: str | None = None,
 ) -> tuple[bytes, bytes]:
     """A server certificate for ``names`` signed by the CA: ``(cert_pem, key_pem)``."""
     ca = x509.load_pem_x509_certificate(ca_cert)
@@ -129,19 +135,28 @@ def generate_serving_cert(
     not_after = min(now + valid_for, ca.not_valid_after_utc)  # never outlive the CA
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-2] if len(names) > 1 else names[0])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or names[0])]))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
+        )
         .sign(signer, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
 
 
 def generate_bundle(
@@ -152,10 +167,20 @@ def generate_bundle(
     ca: tuple[bytes, bytes] | None = None,
     cert_valid_for: dt.timedelta = CERT_VALIDITY,
     ca_valid_for: dt.timedelta = CA_VALIDITY,
+    extra_names: tuple[str, ...] = (),
 ) -> CertBundle:
-    """A serving certificate for the Service, signed by ``ca`` (or by a new CA)."""
+    """A serving certificate for the Service, signed by ``ca`` (or by a new CA).
+
+    ``extra_names`` adds host names or IP addresses. For ``service="localhost"`` (a webhook run outside the
+    cluster and registered by URL, as in development and e2e tests) 127.0.0.1 and ::1 are added, since the API
+    server checks an IP URL against IP SANs.
+    """
     ca_cert, ca_key = ca or generate_ca(now, valid_for=ca_valid_for)
-    cert, key = generate_serving_cert(ca_cert, ca_key, dns_names(service, namespace), now, valid_for=cert_valid_for)
+    local = ("127.0.0.1", "::1") if service == "localhost" else ()
+    names = [*dns_names(service, namespace), *local, *extra_names]
+    cert, key = generate_serving_cert(
+        ca_cert, ca_key, names, now, valid_for=cert_valid_for, common_name=f"{service}.{namespace}.svc"
+    )
     return CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
 
 
@@ -316,12 +341,16 @@ class CertManager:
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     renew_before: dt.timedelta = RENEW_BEFORE
     on_rotate: tuple[Callable[[], None], ...] = ()
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    """Webhook configurations the last round did not find (so their caBundle is still unset)."""
 
     async def reconcile(self) -> CertBundle:
         now = self.clock()
         stored = await self.client.get_secret(self.namespace, self.secret_name)
         current = bundle_from_secret(stored)
-        bundle, reason = ensure_bundle(current, self.service, self.namespace, now, renew_before=self.renew_before)
+        bundle, reason = ensure_bundle(
+            current, self.service, self.namespace, now, renew_before=self.renew_before
+        )
         trusted = bundle.ca_cert
         if reason is not None:
             log.info("webhook certificate renewed: %s", reason)
@@ -337,33 +366,46 @@ class CertManager:
                     raise
                 bundle, trusted = winner, winner.ca_cert
             else:
-                if current is not None and current.ca_cert != bundle.ca_cert and _unexpired(current.ca_cert, now):
+                if (
+                    current is not None
+                    and current.ca_cert != bundle.ca_cert
+                    and _unexpired(current.ca_cert, now)
+                ):
                     # Replicas still serving the old certificate must stay trusted until they reload.
                     trusted = bundle.ca_cert + current.ca_cert
         # caBundle before files: the API server must trust the new CA before anyone serves with it.
+        self.missing = []
         for kind, name in self.configurations:
             config = await self.client.get_webhook_configuration(kind, name)
             if config is None:
-                continue  # not installed (yet): the next round injects it
+                self.missing.append((kind, name))  # not installed yet: ``run`` retries soon
+                continue
             updated = with_ca_bundle(config, trusted)
             if updated is not None:
                 await self.client.update_webhook_configuration(updated)
         if _files_differ(bundle, self.cert_dir):
             write_cert_dir(bundle, self.cert_dir)
+            (Path(self.cert_dir) / MANAGED_MARKER).write_text("written by kubetrain.k8s.certs.CertManager\n")
             for callback in self.on_rotate:
                 callback()
         return bundle
 
-    async def run(self, stop: asyncio.Event, interval: dt.timedelta = dt.timedelta(hours=1)) -> None:
-        """Reconcile every ``interval`` until ``stop`` is set; a failed round is logged and retried sooner."""
-        delay = interval.total_seconds()
+    async def run(
+        self,
+        stop: asyncio.Event,
+        interval: dt.timedelta = dt.timedelta(minutes=5),
+        retry: dt.timedelta = dt.timedelta(seconds=30),
+    ) -> None:
+        """Reconcile every ``interval`` until ``stop`` is set. A failed round, or one that found a webhook
+        configuration missing, is retried after ``retry``. Frequent rounds are cheap (three GETs) and repair
+        a caBundle that a re-apply of the configurations wiped."""
         while not stop.is_set():
             try:
                 await self.reconcile()
-                delay = interval.total_seconds()
+                delay = (retry if self.missing else interval).total_seconds()
             except Exception:
                 log.exception("webhook certificate reconcile failed")
-                delay = min(interval.total_seconds(), 30.0)
+                delay = min(interval, retry).total_seconds()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
 

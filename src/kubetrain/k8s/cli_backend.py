@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
+from kubetrain.api.views import TrainJobDetails
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import ConfigError, load
-from kubetrain.k8s.steps import TrainJobDetails, events_for, log_container, step_name, step_view
+from kubetrain.k8s.steps import events_for, log_container, step_name, step_view
 
 T = TypeVar("T")
 
@@ -124,9 +125,7 @@ class ClusterBackend:
             raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
 
     def _pods(self, name: str, namespace: str) -> list[dict[str, Any]]:
-        pods, _ = self._run(
-            self.client.list(r.POD, namespace, label_selector=f"{c.LABEL_JOBSET_NAME}={name}")
-        )
+        pods, _ = self._run(self.client.list(r.POD, namespace, label_selector=f"{c.LABEL_JOBSET_NAME}={name}"))
         return sorted(pods, key=step_name)
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
@@ -140,15 +139,11 @@ class ClusterBackend:
         extra: dict[str, Any] = {}
         try:
             js = self._run(self.client.get(r.JOBSET, name, namespace))
-            extra["jobset"] = {
-                "suspend": (js.get("spec") or {}).get("suspend", False),
-                "conditions": [
-                    f"{x.get('type')}={x.get('status')}"
-                    for x in (js.get("status") or {}).get("conditions") or []
-                ],
-            }
+            conds = [f"{x.get('type')}={x.get('status')}" for x in (js.get("status") or {}).get("conditions") or []]
+            suspended = "true" if (js.get("spec") or {}).get("suspend") else "false"
+            extra["JobSet"] = f"{name} (suspend={suspended}; conditions: {', '.join(conds) or 'none'})"
         except ApiError:
-            extra["jobset"] = None
+            extra["JobSet"] = "(none)"
         return TrainJobDetails(
             trainjob=tj, steps=[step_view(p) for p in pods], events=events_for(events, names), extra=extra
         )
@@ -160,8 +155,7 @@ class ClusterBackend:
             pods = [p for p in pods if step_name(p) == step or step_name(p).startswith(step + "-")]
         if not pods:
             raise KubetrainError(
-                f"no running or finished pods for TrainJob {namespace}/{name}"
-                + (f" step {step}" if step else "")
+                f"no running or finished pods for TrainJob {namespace}/{name}" + (f" step {step}" if step else "")
             )
         prefix = len(pods) > 1
         agen = self._merged_logs(pods, namespace, follow, prefix)

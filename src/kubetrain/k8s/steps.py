@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.api import TrainJob
 from kubetrain.api import constants as c
+from kubetrain.api.views import Event, StepView
 
 LABEL_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
-
-
-# The CLI's Backend protocol is structural; these mirror kubetrain.api.views's views field for field
-# (the k8s layer may not import the cli layer).
-@dataclass
-class StepView:
-    name: str
-    replicated_job: str
-    state: str
-    restarts: int = 0
-    exit_code: int | None = None
-    pid: int | None = None
-    message: str | None = None
-
-
-@dataclass
-class Event:
-    time: str
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass
-class TrainJobDetails:
-    trainjob: TrainJob
-    steps: list[StepView] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 LABEL_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 
 
@@ -50,9 +18,7 @@ def step_name(pod: dict[str, Any]) -> str:
     annotations = meta.get("annotations") or {}
     rjob = labels.get(LABEL_RJOB, "?")
     job_index = labels.get(LABEL_JOB_INDEX, "0")
-    completion = labels.get(c.ANNOTATION_COMPLETION_INDEX) or annotations.get(
-        c.ANNOTATION_COMPLETION_INDEX, "0"
-    )
+    completion = labels.get(c.ANNOTATION_COMPLETION_INDEX) or annotations.get(c.ANNOTATION_COMPLETION_INDEX, "0")
     return f"{rjob}-{job_index}-{completion}"
 
 

@@ -10,7 +10,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +24,7 @@ from kubetrain.api import (
     TrainJob,
 )
 from kubetrain.api import constants as C
+from kubetrain.api.views import Event, StepView, TrainJobDetails
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
 from kubetrain.local import paths, pods, reaper, status
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
@@ -36,35 +36,6 @@ PASSIVE_KINDS = ("ConfigMap", "Secret")
 
 class NotFoundError(KubetrainError):
     pass
-
-
-# The CLI's view types are duplicated here (not imported) because ``local`` may not import ``cli``; they are
-# field-for-field the same dataclasses, so the CLI uses them interchangeably.
-@dataclass
-class StepView:
-    name: str
-    replicated_job: str
-    state: str
-    restarts: int = 0
-    exit_code: int | None = None
-    pid: int | None = None
-    message: str | None = None
-
-
-@dataclass
-class Event:
-    time: str
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass
-class TrainJobDetails:
-    trainjob: TrainJob
-    steps: list[StepView]
-    events: list[Event]
-    extra: dict[str, Any]
 
 
 def step_prefix(short: str) -> str:
@@ -126,7 +97,12 @@ class LocalBackend:
 
     # Applying.
     def apply(
-        self, manifests: list[dict[str, Any]], *, namespace: str, workdir: str | None = None, detach: bool = True
+        self,
+        manifests: list[dict[str, Any]],
+        *,
+        namespace: str,
+        workdir: str | None = None,
+        detach: bool = True,
     ) -> list[str]:
         """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them."""
         applied: list[str] = []
@@ -151,7 +127,9 @@ class LocalBackend:
     def runtimes(self) -> list[AnyRuntime]:
         stored: list[AnyRuntime] = []
         for m in self.store.list_objects(RUNTIME_KINDS):
-            model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
+            model = (
+                ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
+            )
             stored.append(model.model_validate(m))
         names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
         return stored + [r for r in builtin_runtimes() if (r.kind, "", r.name) not in names]
@@ -167,6 +145,12 @@ class LocalBackend:
         tj.metadata.namespace = tj.metadata.namespace or namespace
         existing = self.store.get_trainjob(tj.namespace, tj.name)
         if existing is not None and not status.finished(existing.trainjob.get("status") or {}):
+            if not detach:
+                raise KubetrainError(
+                    f"TrainJob {tj.namespace}/{tj.name} is already running (supervisor pid "
+                    f"{existing.supervisor_pid}); follow it with `kubetrain logs {tj.name} -f`, or "
+                    f"`kubetrain delete trainjob {tj.name}` first"
+                )
             return self._update_running(existing, tj)
         runtime, result = resolve_runtime(tj, self.runtimes())
         result.extend(validate_trainjob(tj, runtime))
@@ -204,7 +188,10 @@ class LocalBackend:
         with open(paths.supervisor_log(), "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kubetrain.local.supervisor", namespace, name],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
 
@@ -228,9 +215,18 @@ class LocalBackend:
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
         row = self._row(name, namespace)
-        steps = [StepView(name=p.name, replicated_job=p.rjob, state=p.state, restarts=p.restarts,
-                          exit_code=p.exit_code, pid=p.pid if p.state == "Running" else None, message=p.message)
-                 for p in self.store.list_pods(namespace, name)]
+        steps = [
+            StepView(
+                name=p.name,
+                replicated_job=p.rjob,
+                state=p.state,
+                restarts=p.restarts,
+                exit_code=p.exit_code,
+                pid=p.pid if p.state == "Running" else None,
+                message=p.message,
+            )
+            for p in self.store.list_pods(namespace, name)
+        ]
         events = [Event(e.time, e.type, e.reason, e.message) for e in self.store.list_events(namespace, name)]
         jobset = next((o for o in row.objects if o.get("kind") == "JobSet"), {})
         extra = {
@@ -262,8 +258,9 @@ class LocalBackend:
                 break
             if not lines:
                 row = self.store.get_trainjob(namespace, name)
-                if row is None or (status.finished(row.trainjob.get("status") or {})
-                                   and not reaper.supervisor_alive(row)):
+                if row is None or (
+                    status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
+                ):
                     yield from tailer.poll()
                     break
                 time.sleep(0.2)
@@ -286,6 +283,10 @@ class LocalBackend:
         return paths.trainjob_dir(namespace, name, row.uid) / "logs"
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
-        return [r for r in self.runtimes()
-                if namespace is None or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
-                or (r.metadata.namespace or "default") == namespace]
+        return [
+            r
+            for r in self.runtimes()
+            if namespace is None
+            or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
+            or (r.metadata.namespace or "default") == namespace
+        ]

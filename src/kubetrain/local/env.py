@@ -139,8 +139,9 @@ def container_env(
             continue
         value: str | None
         if "fieldRef" in vf:
-            value = field_ref(vf["fieldRef"]["fieldPath"], meta, pod_ip=pod_ip, host_ip=host_ip,
-                              node_name=node_name)
+            value = field_ref(
+                vf["fieldRef"]["fieldPath"], meta, pod_ip=pod_ip, host_ip=host_ip, node_name=node_name
+            )
         elif "resourceFieldRef" in vf:
             value = _resource(vf["resourceFieldRef"], container)
         elif "secretKeyRef" in vf:

@@ -13,8 +13,21 @@ from kubetrain.api import KubetrainError
 
 GPU = "nvidia.com/gpu"
 _SUFFIX = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
 }
 _QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
@@ -72,6 +85,7 @@ def _fmt(resource: str, value: float) -> str:
 
 def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
     """Requests of one pod as the scheduler counts them: max(sum of containers, largest init container)."""
+
     def of(c: dict[str, Any]) -> dict[str, float]:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}

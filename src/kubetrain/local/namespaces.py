@@ -53,7 +53,9 @@ def create_netns(ns: str) -> None:
     for argv in (["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "lo", "up"]):
         r = subprocess.run(argv, capture_output=True, text=True, check=False)
         if r.returncode != 0:
-            raise NamespaceError(f"could not create network namespace {ns}: `{' '.join(argv)}`: {r.stderr.strip()}")
+            raise NamespaceError(
+                f"could not create network namespace {ns}: `{' '.join(argv)}`: {r.stderr.strip()}"
+            )
 
 
 def delete_netns(ns: str) -> None:
@@ -135,7 +137,14 @@ def bwrap_argv(
     for b in sorted(binds, key=lambda b: len(Path(b.dest).parts)):
         argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]
     argv += [
-        "--unshare-pid", "--unshare-uts", "--unshare-ipc", "--hostname", hostname,
-        "--die-with-parent", "--chdir", chdir, "--",
+        "--unshare-pid",
+        "--unshare-uts",
+        "--unshare-ipc",
+        "--hostname",
+        hostname,
+        "--die-with-parent",
+        "--chdir",
+        chdir,
+        "--",
     ]
     return argv + command

@@ -50,8 +50,13 @@ class PodPlan:
     def meta(self, namespace: str, uid: str, restart_attempt: int) -> dict[str, Any]:
         labels = dict(self.labels)
         labels[LABEL_RESTART_ATTEMPT] = str(restart_attempt)
-        return {"name": self.name, "namespace": namespace, "uid": uid, "labels": labels,
-                "annotations": dict(self.annotations)}
+        return {
+            "name": self.name,
+            "namespace": namespace,
+            "uid": uid,
+            "labels": labels,
+            "annotations": dict(self.annotations),
+        }
 
 
 @dataclass
@@ -135,11 +140,15 @@ def build_plan(jobset: dict[str, Any]) -> Plan:
         parallelism = int(parallelism if parallelism is not None else completions)
         mode = jspec.get("completionMode", "Indexed")
         if mode != "Indexed":
-            raise PlanError(f"{where}.template.spec.completionMode: only Indexed is supported locally, got {mode!r}")
+            raise PlanError(
+                f"{where}.template.spec.completionMode: only Indexed is supported locally, got {mode!r}"
+            )
         ptemplate = copy.deepcopy(jspec.get("template") or {})
         pspec = ptemplate.get("spec") or {}
         if not pspec.get("containers"):
-            raise PlanError(f"{where}.template.spec.template.spec.containers: at least one container is required")
+            raise PlanError(
+                f"{where}.template.spec.template.spec.containers: at least one container is required"
+            )
         # JobSet's webhook defaults an unset restartPolicy to OnFailure; the Job default backoffLimit is 6.
         restart_policy = pspec.get("restartPolicy") or "OnFailure"
         backoff = jspec.get("backoffLimit")
@@ -150,31 +159,56 @@ def build_plan(jobset: dict[str, Any]) -> Plan:
         )
         pmeta = ptemplate.get("metadata") or {}
         for r in range(replicas):
-            job = JobPlan(rjob=rj["name"], replica=r, parallelism=parallelism, completions=completions,
-                          backoff_limit=6 if backoff is None else int(backoff), restart_policy=restart_policy)
+            job = JobPlan(
+                rjob=rj["name"],
+                replica=r,
+                parallelism=parallelism,
+                completions=completions,
+                backoff_limit=6 if backoff is None else int(backoff),
+                restart_policy=restart_policy,
+            )
             for p in range(completions):
                 name = f"{js_name}-{rj['name']}-{r}-{p}"
                 labels = dict(pmeta.get("labels") or {})
-                labels.update({
-                    LABEL_JOBSET_NAME: js_name, LABEL_RJOB: rj["name"], LABEL_JOB_INDEX: str(r),
-                    LABEL_RJOB_REPLICAS: str(replicas), LABEL_JOB_NAME: f"{js_name}-{rj['name']}-{r}",
-                    ANNOTATION_COMPLETION_INDEX: str(p),
-                })
+                labels.update(
+                    {
+                        LABEL_JOBSET_NAME: js_name,
+                        LABEL_RJOB: rj["name"],
+                        LABEL_JOB_INDEX: str(r),
+                        LABEL_RJOB_REPLICAS: str(replicas),
+                        LABEL_JOB_NAME: f"{js_name}-{rj['name']}-{r}",
+                        ANNOTATION_COMPLETION_INDEX: str(p),
+                    }
+                )
                 annotations = dict(pmeta.get("annotations") or {})
-                annotations.update({
-                    ANNOTATION_COMPLETION_INDEX: str(p), LABEL_JOBSET_NAME: js_name, LABEL_RJOB: rj["name"],
-                    LABEL_JOB_INDEX: str(r),
-                })
-                job.pods.append(PodPlan(
-                    name=name, short=f"{rj['name']}-{r}-{p}", rjob=rj["name"], replica=r, index=p,
-                    subdomain=subdomain, address=address(n), spec=pspec, labels=labels, annotations=annotations,
-                ))
+                annotations.update(
+                    {
+                        ANNOTATION_COMPLETION_INDEX: str(p),
+                        LABEL_JOBSET_NAME: js_name,
+                        LABEL_RJOB: rj["name"],
+                        LABEL_JOB_INDEX: str(r),
+                    }
+                )
+                job.pods.append(
+                    PodPlan(
+                        name=name,
+                        short=f"{rj['name']}-{r}-{p}",
+                        rjob=rj["name"],
+                        replica=r,
+                        index=p,
+                        subdomain=subdomain,
+                        address=address(n),
+                        spec=pspec,
+                        labels=labels,
+                        annotations=annotations,
+                    )
+                )
                 n += 1
             rplan.jobs.append(job)
         rjobs.append(rplan)
-    names = {r.name for r in rjobs}
-    for r in rjobs:
-        for dep, _ in r.depends_on:
+    names = {rp.name for rp in rjobs}
+    for rp in rjobs:
+        for dep, _ in rp.depends_on:
             if dep not in names:
-                raise PlanError(f"replicatedJob {r.name!r} dependsOn {dep!r}, which is not a replicatedJob")
+                raise PlanError(f"replicatedJob {rp.name!r} dependsOn {dep!r}, which is not a replicatedJob")
     return Plan(jobset=jobset, rjobs=rjobs)

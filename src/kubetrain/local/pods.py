@@ -26,8 +26,18 @@ from kubetrain.local.volumes import container_binds
 
 # Variables of the supervisor's own environment that describe *its* distributed context, never a pod's.
 _SCRUB_PREFIXES = ("PET_", "OMPI_", "PMIX_", "TORCHELASTIC_", "KUBETRAIN_", "I_MPI_", "HYDRA_")
-_SCRUB = {"CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-          "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "HOSTNAME"}
+_SCRUB = {
+    "CUDA_VISIBLE_DEVICES",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "HOSTNAME",
+}
 
 
 class PodError(KubetrainError):
@@ -129,7 +139,13 @@ def _is_sshd(argv: list[str]) -> bool:
 
 
 def prepare_container(
-    pod: PodPlan, c: dict[str, Any], ctx: PodContext, *, restart_attempt: int, where: str, gpus: list[int] | None
+    pod: PodPlan,
+    c: dict[str, Any],
+    ctx: PodContext,
+    *,
+    restart_attempt: int,
+    where: str,
+    gpus: list[int] | None,
 ) -> Container:
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
     env = container_env(c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, where=where)
@@ -139,14 +155,16 @@ def prepare_container(
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     argv = command_line(c, env)
     if ctx.mpi:
-        env.update({
-            "OMPI_MCA_plm_rsh_agent": rsh_agent(),
-            rsh.PORT_ENV: str(ctx.rsh_port),
-            # Pods of one TrainJob reach each other over loopback addresses inside their network namespace.
-            "OMPI_MCA_btl_tcp_if_include": "lo",
-            "OMPI_MCA_oob_tcp_if_include": "lo",
-            "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
-        })
+        env.update(
+            {
+                "OMPI_MCA_plm_rsh_agent": rsh_agent(),
+                rsh.PORT_ENV: str(ctx.rsh_port),
+                # Pods of one TrainJob reach each other over loopback addresses inside their network namespace.
+                "OMPI_MCA_btl_tcp_if_include": "lo",
+                "OMPI_MCA_oob_tcp_if_include": "lo",
+                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+            }
+        )
         if os.geteuid() == 0:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
         serve = [sys.executable, "-m", "kubetrain.local.rsh", "serve"]
@@ -164,20 +182,44 @@ def prepare_container(
 
 
 def start_container(
-    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], log: Path,
+    pod: PodPlan,
+    container: Container,
+    ctx: PodContext,
+    *,
+    volumes: dict[str, Path],
+    log: Path,
     where: str,
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
     argv = bwrap_argv(
-        netns=ctx.netns, hostname=pod.name, binds=binds, hosts_file=ctx.hosts_file,
-        chdir=container.spec.get("workingDir") or ctx.workdir, command=container.argv,
+        netns=ctx.netns,
+        hostname=pod.name,
+        binds=binds,
+        hosts_file=ctx.hosts_file,
+        chdir=container.spec.get("workingDir") or ctx.workdir,
+        command=container.argv,
     )
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab", buffering=0) as out:
-        container.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=container.env,
-            start_new_session=True,
-        )
+    # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.
+    start = argv.index("bwrap") + 1
+    end = len(argv) - len(container.argv) - 1
+    fd = os.memfd_create("kubetrain-bwrap-args")
+    try:
+        os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in argv[start:end]))
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = [*argv[:start], "--args", str(fd), *argv[end:]]
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab", buffering=0) as out:
+            container.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=container.env,
+                start_new_session=True,
+                pass_fds=(fd,),
+            )
+    finally:
+        os.close(fd)
 
 
 def stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
@@ -221,7 +263,9 @@ def run_probe(probe: dict[str, Any], container: Container, address: str) -> bool
     if "httpGet" in probe:
         g = probe["httpGet"]
         try:
-            conn = http.client.HTTPConnection(g.get("host") or address, _port(g, container.spec), timeout=timeout)
+            conn = http.client.HTTPConnection(
+                g.get("host") or address, _port(g, container.spec), timeout=timeout
+            )
             conn.request("GET", g.get("path", "/"))
             return 200 <= conn.getresponse().status < 400
         except OSError:
@@ -239,8 +283,12 @@ def run_probe(probe: dict[str, Any], container: Container, address: str) -> bool
             return False
         argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
         try:
-            return subprocess.run(argv, capture_output=True, timeout=max(timeout, 1), env=container.env,
-                                  check=False).returncode == 0
+            return (
+                subprocess.run(
+                    argv, capture_output=True, timeout=max(timeout, 1), env=container.env, check=False
+                ).returncode
+                == 0
+            )
         except subprocess.TimeoutExpired:
             return False
     return True

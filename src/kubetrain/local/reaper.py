@@ -31,8 +31,21 @@ def kill_pods(store: Store, row: TrainJobRow, message: str) -> None:
         pods.kill_group(p.pid, signal.SIGKILL)
     for p in store.list_pods(row.namespace, row.name):
         if p.state in ("Running", "Pending"):
-            store.put_pod(PodRow(p.namespace, p.trainjob, p.name, p.rjob, "Failed", p.pid, None, p.exit_code,
-                                 p.restarts, message, p.log))
+            store.put_pod(
+                PodRow(
+                    p.namespace,
+                    p.trainjob,
+                    p.name,
+                    p.rjob,
+                    "Failed",
+                    p.pid,
+                    None,
+                    p.exit_code,
+                    p.restarts,
+                    message,
+                    p.log,
+                )
+            )
 
 
 def reap(store: Store) -> list[str]:
@@ -43,8 +56,10 @@ def reap(store: Store) -> list[str]:
         if status.finished(st) or supervisor_alive(row):
             continue
         who = f"pid {row.supervisor_pid}" if row.supervisor_pid else "not started"
-        msg = (f"the local supervisor ({who}) exited without recording an outcome; kubetrain stopped the "
-               "TrainJob's remaining processes")
+        msg = (
+            f"the local supervisor ({who}) exited without recording an outcome; kubetrain stopped the "
+            "TrainJob's remaining processes"
+        )
         kill_pods(store, row, "stopped: the supervisor was lost")
         namespaces.delete_netns(namespaces.netns_name(row.namespace, row.name, row.uid))
         status.fail(st, status.REASON_SUPERVISOR_LOST, msg)

@@ -52,7 +52,10 @@ def _handle(conn: socket.socket) -> None:
             return
         proc = subprocess.Popen(
             ["/bin/sh", "-c", " ".join(header["argv"])],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
 
         def pump(stream: object, kind: int) -> None:
@@ -70,8 +73,10 @@ def _handle(conn: socket.socket) -> None:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
 
-        threads = [threading.Thread(target=pump, args=(proc.stdout, _OUT), daemon=True),
-                   threading.Thread(target=pump, args=(proc.stderr, _ERR), daemon=True)]
+        threads = [
+            threading.Thread(target=pump, args=(proc.stdout, _OUT), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, _ERR), daemon=True),
+        ]
         for t in threads:
             t.start()
         threading.Thread(target=watch_peer, daemon=True).start()

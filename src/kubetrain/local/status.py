@@ -30,14 +30,23 @@ def set_condition(status: dict[str, Any], type_: str, cstatus: str, reason: str,
                 c["lastTransitionTime"] = now_rfc3339()
             c.update(status=cstatus, reason=reason, message=message)
             return True
-    conds.append({"type": type_, "status": cstatus, "reason": reason, "message": message,
-                  "lastTransitionTime": now_rfc3339()})
+    conds.append(
+        {
+            "type": type_,
+            "status": cstatus,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_rfc3339(),
+        }
+    )
     return True
 
 
 def finished(status: dict[str, Any]) -> bool:
-    return any(c["type"] in (C.COND_COMPLETE, C.COND_FAILED) and c["status"] == "True"
-               for c in status.get("conditions") or [])
+    return any(
+        c["type"] in (C.COND_COMPLETE, C.COND_FAILED) and c["status"] == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def state_of(status: dict[str, Any]) -> str:
@@ -46,7 +55,9 @@ def state_of(status: dict[str, Any]) -> str:
 
 
 def complete(status: dict[str, Any]) -> bool:
-    return set_condition(status, C.COND_COMPLETE, "True", C.REASON_ALL_JOBS_COMPLETED, C.MSG_ALL_JOBS_COMPLETED)
+    return set_condition(
+        status, C.COND_COMPLETE, "True", C.REASON_ALL_JOBS_COMPLETED, C.MSG_ALL_JOBS_COMPLETED
+    )
 
 
 def fail(status: dict[str, Any], reason: str, message: str) -> bool:

@@ -115,19 +115,27 @@ class Store:
         self._conn.execute("COMMIT")
 
     # TrainJobs.
-    def put_trainjob(
-        self, trainjob: dict[str, Any], objects: list[dict[str, Any]], workdir: str
-    ) -> None:
+    def put_trainjob(self, trainjob: dict[str, Any], objects: list[dict[str, Any]], workdir: str) -> None:
         meta = trainjob["metadata"]
         t = time.time()
         with self._tx() as c:
             c.execute("DELETE FROM pods WHERE namespace=? AND trainjob=?", (meta["namespace"], meta["name"]))
-            c.execute("DELETE FROM events WHERE namespace=? AND trainjob=?", (meta["namespace"], meta["name"]))
+            c.execute(
+                "DELETE FROM events WHERE namespace=? AND trainjob=?", (meta["namespace"], meta["name"])
+            )
             c.execute(
                 "INSERT OR REPLACE INTO trainjobs (namespace, name, uid, trainjob, objects, workdir, created, updated)"
                 " VALUES (?,?,?,?,?,?,?,?)",
-                (meta["namespace"], meta["name"], meta["uid"], json.dumps(trainjob), json.dumps(objects), workdir,
-                 t, t),
+                (
+                    meta["namespace"],
+                    meta["name"],
+                    meta["uid"],
+                    json.dumps(trainjob),
+                    json.dumps(objects),
+                    workdir,
+                    t,
+                    t,
+                ),
             )
 
     def update_trainjob(self, namespace: str, name: str, trainjob: dict[str, Any]) -> None:
@@ -146,7 +154,9 @@ class Store:
 
     def set_restarts(self, namespace: str, name: str, restarts: int) -> None:
         with self._tx() as c:
-            c.execute("UPDATE trainjobs SET restarts=? WHERE namespace=? AND name=?", (restarts, namespace, name))
+            c.execute(
+                "UPDATE trainjobs SET restarts=? WHERE namespace=? AND name=?", (restarts, namespace, name)
+            )
 
     def get_trainjob(self, namespace: str, name: str) -> TrainJobRow | None:
         row = self._conn.execute(
@@ -178,8 +188,20 @@ class Store:
             c.execute(
                 "INSERT OR REPLACE INTO pods (namespace, trainjob, name, rjob, state, pid, pid_start, exit_code,"
                 " restarts, message, log, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (pod.namespace, pod.trainjob, pod.name, pod.rjob, pod.state, pod.pid, pod.pid_start, pod.exit_code,
-                 pod.restarts, pod.message, pod.log, time.time()),
+                (
+                    pod.namespace,
+                    pod.trainjob,
+                    pod.name,
+                    pod.rjob,
+                    pod.state,
+                    pod.pid,
+                    pod.pid_start,
+                    pod.exit_code,
+                    pod.restarts,
+                    pod.message,
+                    pod.log,
+                    time.time(),
+                ),
             )
 
     def list_pods(self, namespace: str, trainjob: str) -> list[PodRow]:
@@ -224,6 +246,14 @@ class Store:
 
 def _tj_row(r: tuple[Any, ...]) -> TrainJobRow:
     return TrainJobRow(
-        namespace=r[0], name=r[1], uid=r[2], trainjob=json.loads(r[3]), objects=json.loads(r[4]), workdir=r[5],
-        supervisor_pid=r[6], supervisor_start=r[7], restarts=r[8], created=r[9],
+        namespace=r[0],
+        name=r[1],
+        uid=r[2],
+        trainjob=json.loads(r[3]),
+        objects=json.loads(r[4]),
+        workdir=r[5],
+        supervisor_pid=r[6],
+        supervisor_start=r[7],
+        restarts=r[8],
+        created=r[9],
     )

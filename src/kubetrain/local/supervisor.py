@@ -95,20 +95,31 @@ class Supervisor:
         self._admitted = False
         self._gang_wait_since: float | None = None
         self._last_reload = 0.0
-        self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}
-        applied = [o for o in store.list_objects(("ConfigMap", "Secret"))
-                   if (o.get("metadata") or {}).get("namespace", "default") == namespace]
+        self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}  # pod -> (scratch dir, volume dirs)
+        applied = [
+            o
+            for o in store.list_objects(("ConfigMap", "Secret"))
+            if (o.get("metadata") or {}).get("namespace", "default") == namespace
+        ]
         self.index = ObjectIndex(applied + row.objects)
         self.ctx = pods.PodContext(
-            namespace=namespace, uid=row.uid, netns=self.netns, hosts_file=str(self.dir / "hosts"),
-            workdir=row.workdir, index=self.index, mpi=self._is_mpi(row.objects), rsh_port=self._rsh_port(),
+            namespace=namespace,
+            uid=row.uid,
+            netns=self.netns,
+            hosts_file=str(self.dir / "hosts"),
+            workdir=row.workdir,
+            index=self.index,
+            mpi=self._is_mpi(row.objects),
+            rsh_port=self._rsh_port(),
         )
         self._reset_jobs()
 
     # Setup.
     @staticmethod
     def _is_mpi(objects: list[dict[str, Any]]) -> bool:
-        return any(o.get("kind") == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile") for o in objects)
+        return any(
+            o.get("kind") == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile") for o in objects
+        )
 
     def _rsh_port(self) -> int:
         for p in self.plan.pods():
@@ -130,8 +141,14 @@ class Supervisor:
 
     # Events and persistence.
     def event(self, type_: str, reason: str, message: str) -> None:
-        log.info("event trainjob=%s/%s type=%s reason=%s message=%r", self.namespace, self.name, type_, reason,
-                 message)
+        log.info(
+            "event trainjob=%s/%s type=%s reason=%s message=%r",
+            self.namespace,
+            self.name,
+            type_,
+            reason,
+            message,
+        )
         self.store.add_event(self.namespace, self.name, type_, reason, message)
 
     def _persist_pods(self) -> None:
@@ -140,12 +157,21 @@ class Supervisor:
                 if p.plan.name not in self._dirty:
                     continue
                 pid = p.pid
-                self.store.put_pod(PodRow(
-                    namespace=self.namespace, trainjob=self.name, name=p.plan.short, rjob=p.plan.rjob,
-                    state=p.state, pid=pid, pid_start=pods.proc_start_time(pid) if pid else None,
-                    exit_code=p.exit_code, restarts=p.restarts, message=p.message,
-                    log=str(self.log_path(p.plan)),
-                ))
+                self.store.put_pod(
+                    PodRow(
+                        namespace=self.namespace,
+                        trainjob=self.name,
+                        name=p.plan.short,
+                        rjob=p.plan.rjob,
+                        state=p.state,
+                        pid=pid,
+                        pid_start=pods.proc_start_time(pid) if pid else None,
+                        exit_code=p.exit_code,
+                        restarts=p.restarts,
+                        message=p.message,
+                        log=str(self.log_path(p.plan)),
+                    )
+                )
         self._dirty.clear()
 
     def _persist_status(self) -> None:
@@ -165,16 +191,28 @@ class Supervisor:
         (self.dir / "hosts").write_text(self.plan.hosts_file())
         namespaces.create_netns(self.netns)
         self._prober = ThreadPoolExecutor(
-            max_workers=2, initializer=namespaces.enter_netns_thread, initargs=(self.netns,),
+            max_workers=2,
+            initializer=namespaces.enter_netns_thread,
+            initargs=(self.netns,),
             thread_name_prefix="probe",
         )
-        log.info("supervisor start trainjob=%s/%s pid=%d netns=%s", self.namespace, self.name, os.getpid(),
-                 self.netns)
+        log.info(
+            "supervisor start trainjob=%s/%s pid=%d netns=%s",
+            self.namespace,
+            self.name,
+            os.getpid(),
+            self.netns,
+        )
         try:
             self._preflight()
-            self.event("Normal", "LocalImages", (
-                f"images are not pulled locally; pods run in the Python environment {pods.image_env_prefix(None)} "
-                f"(map images to environments in {paths.home() / 'images.yaml'})"))
+            self.event(
+                "Normal",
+                "LocalImages",
+                (
+                    f"images are not pulled locally; pods run in the Python environment {pods.image_env_prefix(None)} "
+                    f"(map images to environments in {paths.home() / 'images.yaml'})"
+                ),
+            )
             while not status.finished(self.status):
                 self._tick()
                 self._persist_pods()
@@ -191,8 +229,12 @@ class Supervisor:
                 self._prober.shutdown(wait=False, cancel_futures=True)
             namespaces.delete_netns(self.netns)
             self.store.set_supervisor(self.namespace, self.name, None, None)
-            log.info("supervisor exit trainjob=%s/%s state=%s", self.namespace, self.name,
-                     status.state_of(self.status))
+            log.info(
+                "supervisor exit trainjob=%s/%s state=%s",
+                self.namespace,
+                self.name,
+                status.state_of(self.status),
+            )
         return self.status
 
     def _preflight(self) -> None:
@@ -239,7 +281,9 @@ class Supervisor:
             if cond is None or cond["status"] != "True":
                 self._stop_all()
                 self._reset_jobs()
-                status.set_condition(self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
+                status.set_condition(
+                    self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED
+                )
                 self.event("Normal", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
             return True
         if cond is not None and cond["status"] == "True":
@@ -280,12 +324,17 @@ class Supervisor:
         now = time.time()
         if self._gang_wait_since is None:
             self._gang_wait_since = now
-            self.event("Warning", "FailedScheduling",
-                       f"pod group {pg['metadata']['name']} does not fit on this machine: {'; '.join(missing)}")
+            self.event(
+                "Warning",
+                "FailedScheduling",
+                f"pod group {pg['metadata']['name']} does not fit on this machine: {'; '.join(missing)}",
+            )
         timeout = int(pg_spec.get("scheduleTimeoutSeconds") or 60)
         if now - self._gang_wait_since >= timeout:
-            msg = (f"pod group {pg['metadata']['name']} could not be scheduled within scheduleTimeoutSeconds="
-                   f"{timeout}: {'; '.join(missing)}")
+            msg = (
+                f"pod group {pg['metadata']['name']} could not be scheduled within scheduleTimeoutSeconds="
+                f"{timeout}: {'; '.join(missing)}"
+            )
             status.fail(self.status, status.REASON_UNSCHEDULABLE, msg)
             self.event("Warning", status.REASON_UNSCHEDULABLE, msg)
         return False
@@ -332,8 +381,12 @@ class Supervisor:
         pod_dir = self.dir / "pods" / pod.plan.short / f"attempt-{self.restarts}"
         pod_dir.mkdir(parents=True, exist_ok=True)
         volumes = pod_volumes(
-            spec, pod_dir=pod_dir, claims_dir=paths.claims_dir(self.namespace, self.name),
-            claim_templates=claim_template_names(self.plan.spec), index=self.index, where=where,
+            spec,
+            pod_dir=pod_dir,
+            claims_dir=paths.claims_dir(self.namespace, self.name),
+            claim_templates=claim_template_names(self.plan.spec),
+            index=self.index,
+            where=where,
         )
         pod.init_left = list(spec.get("initContainers") or [])
         pod.state, pod.ready, pod.exit_code, pod.message = "Running", False, None, None
@@ -343,7 +396,7 @@ class Supervisor:
         self.event("Normal", "Started", f"pod {pod.plan.short} started (pid {pod.pid})")
 
     def _launch_stage(self, pod: PodRun) -> None:
-        pod_dir, volumes = self._pod_dirs[pod.plan.name]
+        _, volumes = self._pod_dirs[pod.plan.name]
         spec = pod.plan.spec
         base = f"JobSet {self.plan.name} spec.replicatedJobs[{pod.plan.rjob}].template.spec.template.spec"
         if pod.init_left:
@@ -355,10 +408,12 @@ class Supervisor:
         pod.containers = []
         for i, c in enumerate(specs):
             where = f"{base}.{kind}[{c.get('name', i)}]"
-            cont = pods.prepare_container(pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where,
-                                          gpus=pod.gpus)
-            pods.start_container(pod.plan, cont, self.ctx, volumes=volumes,
-                                 log=self.log_path(pod.plan), where=where)
+            cont = pods.prepare_container(
+                pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where, gpus=pod.gpus
+            )
+            pods.start_container(
+                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan), where=where
+            )
             pod.containers.append(cont)
 
     def _poll(self) -> None:
@@ -392,19 +447,28 @@ class Supervisor:
         self._dirty.add(pod.plan.name)
         if job.failures > job.plan.backoff_limit:
             pod.state = "Failed"
-            pod.message = f"exit code {code}; job {job.plan.name} reached backoffLimit={job.plan.backoff_limit}"
+            pod.message = (
+                f"exit code {code}; job {job.plan.name} reached backoffLimit={job.plan.backoff_limit}"
+            )
             self._release_gpus(pod)
-            self.event("Warning", "BackoffLimitExceeded",
-                       f"job {job.plan.name} has reached the specified backoff limit "
-                       f"(pod {pod.plan.short} exited with code {code})")
+            self.event(
+                "Warning",
+                "BackoffLimitExceeded",
+                f"job {job.plan.name} has reached the specified backoff limit "
+                f"(pod {pod.plan.short} exited with code {code})",
+            )
             job.state = "Failed"
             self._stop_job(job)
             return
         pod.restarts += 1
         pod.message = f"restarted after exit code {code}"
-        self.event("Warning", "BackOff", f"pod {pod.plan.short} exited with code {code}; restarting it "
-                   f"(restartPolicy {job.plan.restart_policy}, failure {job.failures} of backoffLimit "
-                   f"{job.plan.backoff_limit})")
+        self.event(
+            "Warning",
+            "BackOff",
+            f"pod {pod.plan.short} exited with code {code}; restarting it "
+            f"(restartPolicy {job.plan.restart_policy}, failure {job.failures} of backoffLimit "
+            f"{job.plan.backoff_limit})",
+        )
         self._append_log_marker(pod, f"restart {pod.restarts} after exit code {code}")
         pod.state = "Pending"
         pod.init_left = []
@@ -421,7 +485,9 @@ class Supervisor:
             if p.state == "Running":
                 p.state, p.ready = "Failed", False
                 p.message = p.message or "stopped: its job finished or failed"
-                p.exit_code = p.containers[0].proc.returncode if p.containers and p.containers[0].proc else None
+                p.exit_code = (
+                    p.containers[0].proc.returncode if p.containers and p.containers[0].proc else None
+                )
                 self._dirty.add(p.plan.name)
             self._release_gpus(p)
 
@@ -474,8 +540,11 @@ class Supervisor:
         sp = spec.get("successPolicy") or {}
         targets = sp.get("targetReplicatedJobs") or [r.name for r in self.plan.rjobs]
         tjobs = [j for j in self.jobs if j.plan.rjob in targets]
-        done = (any(j.state == "Complete" for j in tjobs) if sp.get("operator") == "Any"
-                else bool(tjobs) and all(j.state == "Complete" for j in tjobs))
+        done = (
+            any(j.state == "Complete" for j in tjobs)
+            if sp.get("operator") == "Any"
+            else bool(tjobs) and all(j.state == "Complete" for j in tjobs)
+        )
         if done:
             self._stop_all_running_as_succeeded()
             status.complete(self.status)
@@ -512,7 +581,11 @@ class Supervisor:
         for j in self.jobs:
             for p in j.pods:
                 if p.state == "Running":
-                    p.state, p.ready, p.message = "Succeeded", False, "stopped: the JobSet success policy was met"
+                    p.state, p.ready, p.message = (
+                        "Succeeded",
+                        False,
+                        "stopped: the JobSet success policy was met",
+                    )
                     self._dirty.add(p.plan.name)
 
     def _fail(self, reason: str, message: str) -> None:
@@ -534,19 +607,25 @@ class Supervisor:
                 self._append_log_marker(p, f"JobSet restart {self.restarts}")
 
     def _update_jobs_status(self) -> None:
-        suspended = any(c["type"] == C.COND_SUSPENDED and c["status"] == "True"
-                        for c in self.status.get("conditions") or [])
+        suspended = any(
+            c["type"] == C.COND_SUSPENDED and c["status"] == "True"
+            for c in self.status.get("conditions") or []
+        )
         out = []
         for rj in self.plan.rjobs:
             runs = [j for j in self.jobs if j.plan.rjob == rj.name]
-            out.append({
-                "name": rj.name,
-                "ready": sum(1 for j in runs if j.state == "Active" and j.ready),
-                "succeeded": sum(1 for j in runs if j.state == "Complete"),
-                "failed": sum(1 for j in runs if j.state == "Failed"),
-                "active": sum(1 for j in runs if j.state == "Active" and any(p.state == "Running" for p in j.pods)),
-                "suspended": len(runs) if suspended else 0,
-            })
+            out.append(
+                {
+                    "name": rj.name,
+                    "ready": sum(1 for j in runs if j.state == "Active" and j.ready),
+                    "succeeded": sum(1 for j in runs if j.state == "Complete"),
+                    "failed": sum(1 for j in runs if j.state == "Failed"),
+                    "active": sum(
+                        1 for j in runs if j.state == "Active" and any(p.state == "Running" for p in j.pods)
+                    ),
+                    "suspended": len(runs) if suspended else 0,
+                }
+            )
         self.status["jobsStatus"] = out
 
 
@@ -560,7 +639,9 @@ def supervise(store: Store, namespace: str, name: str, *, install_signals: bool)
 
 def configure_logging() -> None:
     handler = logging.FileHandler(paths.supervisor_log())
-    handler.setFormatter(logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s")
+    )
     root = logging.getLogger("kubetrain")
     if not any(isinstance(h, logging.FileHandler) for h in root.handlers):
         root.addHandler(handler)

@@ -31,12 +31,16 @@ def _project(kind: str, src: dict[str, Any], index: ObjectIndex, dest: Path, whe
         if src.get("optional"):
             data = {}
         else:
-            raise VolumeError(f"{where}: {kind} {name!r} not found (compile or apply it before running the pod)")
+            raise VolumeError(
+                f"{where}: {kind} {name!r} not found (compile or apply it before running the pod)"
+            )
     default_mode = int(src.get("defaultMode", 0o644))
     items = src.get("items")
-    entries = [(it["key"], it["path"], int(it.get("mode", default_mode))) for it in items] if items else [
-        (k, k, default_mode) for k in data
-    ]
+    entries = (
+        [(it["key"], it["path"], int(it.get("mode", default_mode))) for it in items]
+        if items
+        else [(k, k, default_mode) for k in data]
+    )
     dest.mkdir(parents=True, exist_ok=True)
     for key, rel, mode in entries:
         if key not in data:
@@ -115,7 +119,9 @@ def container_binds(container: dict[str, Any], volumes: dict[str, Path], where: 
                 src.mkdir(parents=True, exist_ok=True)
         mount_path = m.get("mountPath", "")
         if not os.path.isabs(mount_path):
-            raise VolumeError(f"{where}.volumeMounts[{i}].mountPath: must be an absolute path, got {mount_path!r}")
+            raise VolumeError(
+                f"{where}.volumeMounts[{i}].mountPath: must be an absolute path, got {mount_path!r}"
+            )
         binds.append(Bind(str(src), os.path.normpath(mount_path), bool(m.get("readOnly"))))
     return binds
 

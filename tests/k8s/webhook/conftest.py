@@ -99,7 +99,9 @@ class Served:
             "oldObject": old,
             "userInfo": {"username": "tester"},
         }
-        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+        body = json.dumps(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        )
         status, raw = self.post(path, body)
         assert status == 200, raw
         review = json.loads(raw)
@@ -141,13 +143,17 @@ def served(bundle: CertBundle, tmp_path_factory: pytest.TempPathFactory) -> Iter
     cert_dir = tmp_path_factory.mktemp("certs")
     write_cert_dir(bundle, cert_dir)
     cluster = Cluster()
-    cluster.runtimes[("ClusterTrainingRuntime", "torch-distributed", None)] = builtin_runtime("torch-distributed")
+    cluster.runtimes[("ClusterTrainingRuntime", "torch-distributed", None)] = builtin_runtime(
+        "torch-distributed"
+    )
     cluster.runtimes[("ClusterTrainingRuntime", "old-torch", None)] = _runtime(
         "old-torch", **{"trainer.kubeflow.org/support": "deprecated"}
     )
     team_rt = _runtime("team-torch").to_wire() | {"kind": "TrainingRuntime"}
     team_rt["metadata"]["namespace"] = "team-a"
-    cluster.runtimes[("TrainingRuntime", "team-torch", "team-a")] = team_rt  # a dict, as a raw API client returns
+    cluster.runtimes[("TrainingRuntime", "team-torch", "team-a")] = (
+        team_rt  # a dict, as a raw API client returns
+    )
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

@@ -6,6 +6,8 @@ import asyncio
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -17,16 +19,16 @@ def _bench() -> object:
     return module
 
 
-def test_bench_smoke_and_section_replacement(tmp_path: Path) -> None:
+def test_bench_smoke_and_section_replacement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _bench()
     result = asyncio.run(bench.run(40, 2))  # type: ignore[attr-defined]
     assert result["allowed"] == 40
     assert 0 < result["server_ms"][50] <= result["server_ms"][99]
-    text = bench.section(result)  # type: ignore[attr-defined]
     target = tmp_path / "BENCHMARKS.md"
-    target.write_text("# Benchmarks\n\nother section\n")
-    bench.write(text, target)  # type: ignore[attr-defined]
-    bench.write(text, target)  # type: ignore[attr-defined]
+    target.write_text("# Benchmarks\n\n<!-- bench:other -->\nother section\n<!-- /bench:other -->\n")
+    monkeypatch.setattr(bench._report, "REPORT", target)  # type: ignore[attr-defined]
+    assert bench.main(["--requests", "30", "--concurrency", "2"]) == 0  # type: ignore[attr-defined]
+    assert bench.main(["--requests", "30", "--concurrency", "2"]) == 0  # type: ignore[attr-defined]
     content = target.read_text()
     assert content.count("<!-- bench:webhook -->") == 1
     assert "other section" in content and "| server-side (ms) |" in content

@@ -80,7 +80,9 @@ def test_serving_cert_never_outlives_its_ca() -> None:
 
 
 def test_cert_for_another_service_is_replaced(bundle: certs.CertBundle) -> None:
-    assert renewal_reason(bundle, "other", NS, T0) == "serving certificate is not for other.kubeflow-system.svc"
+    assert (
+        renewal_reason(bundle, "other", NS, T0) == "serving certificate is not for other.kubeflow-system.svc"
+    )
 
 
 def test_cert_from_another_ca_is_replaced(bundle: certs.CertBundle) -> None:
@@ -241,3 +243,29 @@ def test_run_loop_stops_when_asked(tmp_path: Any) -> None:
 
     asyncio.run(scenario())
     assert rotated == [1]  # many rounds, one rotation
+
+
+def test_missing_configuration_is_retried_soon_and_then_injected(tmp_path: Any) -> None:
+    client, clock, rotated = FakeClient(), [T0], []
+    later = dict(client.configs)
+    client.configs.clear()  # the operator started before the webhook configurations were applied
+    mgr = manager(client, tmp_path, clock, rotated)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            mgr.run(stop, interval=dt.timedelta(hours=1), retry=dt.timedelta(seconds=0.01))
+        )
+        await asyncio.sleep(0.05)
+        assert len(mgr.missing) == 2
+        client.configs.update(later)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not mgr.missing:
+                break
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+
+    asyncio.run(scenario())
+    assert mgr.missing == []
+    assert len(trusted_cas(client)) == 1

@@ -62,7 +62,9 @@ def test_update_changed_patch_gets_now_even_over_a_client_time(served: Served) -
 
 def test_update_new_manager_keeps_a_given_time_and_stamps_a_missing_one() -> None:
     old = job(patch("acme.io/a", time=EARLIER))
-    new = job(patch("acme.io/a", time=EARLIER), patch("acme.io/b"), patch("acme.io/c", time="2026-05-05T00:00:00Z"))
+    new = job(
+        patch("acme.io/a", time=EARLIER), patch("acme.io/b"), patch("acme.io/c", time="2026-05-05T00:00:00Z")
+    )
     assert runtime_patch_times(new, old, "UPDATE", NOW) == [
         {"op": "add", "path": "/spec/runtimePatches/1/time", "value": STAMP}
     ]
@@ -72,7 +74,9 @@ def test_unchanged_patch_without_an_old_time_stays_without_one() -> None:
     """Objects created before the defaulter existed: restoring 'no time' keeps the update a patch no-op."""
     old = job(patch("acme.io/a"))
     new = job(patch("acme.io/a", time=EARLIER))
-    assert runtime_patch_times(new, old, "UPDATE", NOW) == [{"op": "remove", "path": "/spec/runtimePatches/0/time"}]
+    assert runtime_patch_times(new, old, "UPDATE", NOW) == [
+        {"op": "remove", "path": "/spec/runtimePatches/0/time"}
+    ]
 
 
 def test_manager_names_with_slashes_do_not_break_the_pointer() -> None:

@@ -38,7 +38,9 @@ def test_trainer_rjob_needs_one_replica(served: Served, path: str, kind: str) ->
     resp = served.review(path, rt)
     assert resp["allowed"] is False
     assert resp["status"]["code"] == 403
-    assert resp["status"]["message"].startswith("spec.template.spec.replicatedJobs[0].replicas: always must be 1")
+    assert resp["status"]["message"].startswith(
+        "spec.template.spec.replicatedJobs[0].replicas: always must be 1"
+    )
 
 
 def test_deprecated_cluster_runtime_warns_on_create_only(served: Served) -> None:
@@ -77,3 +79,12 @@ def test_unknown_field_is_denied_with_its_path(served: Served) -> None:
     resp = served.review(CTR, rt, namespace=None)
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith("spec.mlPolicy.numNode")
+
+
+def test_finalizer_removal_from_a_deleted_invalid_runtime_passes(served: Served) -> None:
+    """The operator strips upstream's legacy finalizer; an old runtime that our rules reject must still go."""
+    rt = runtime()
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 2
+    old = {**rt, "metadata": {**rt["metadata"], "finalizers": ["trainer.kubeflow.org/resource-in-use"]}}
+    new = {**rt, "metadata": {**rt["metadata"], "deletionTimestamp": "2026-11-22T03:00:00Z"}}
+    assert served.review(CTR, new, old=old, operation="UPDATE", namespace=None)["allowed"] is True

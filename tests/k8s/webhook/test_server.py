@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import ssl
+from pathlib import Path
 
 import pytest
 
 from kubetrain.k8s.certs import generate_bundle, write_cert_dir
-from kubetrain.k8s.webhook import names
+from kubetrain.k8s.webhook import names, start
 from kubetrain.k8s.webhook.server import LATENCIES
 from tests.k8s.webhook.conftest import NAMESPACE, SERVICE, Served, _Conn, client_context, trainjob
 
@@ -58,7 +60,9 @@ def test_a_client_trusting_another_ca_is_refused(served: Served) -> None:
     [
         "not json",
         json.dumps({"kind": "Pod"}),
-        json.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}),
+        json.dumps(
+            {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "x"}}
+        ),
         json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
     ],
 )
@@ -100,3 +104,28 @@ def test_reload_serves_a_rotated_certificate_without_restart(served: Served) -> 
         write_cert_dir(served.bundle, served.cert_dir)
         served.server.reload_certs()
     assert _get(served, "/healthz")[0] == 200
+
+
+def test_localhost_certificate_verifies_for_an_ip_url(tmp_path: Path) -> None:
+    """A webhook registered by URL https://127.0.0.1:<port>/... (development, e2e) needs an IP SAN."""
+    bundle = generate_bundle("localhost", "dev", dt.datetime.now(dt.UTC))
+    write_cert_dir(bundle, tmp_path)
+
+    async def lookup(kind: str, name: str, namespace: str | None) -> None:
+        return None
+
+    async def scenario() -> int:
+        server = await start(lookup, cert_dir=tmp_path, host="127.0.0.1", port=0)
+        try:
+            ctx = client_context(bundle.ca_cert)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=ctx, server_hostname="127.0.0.1"
+            )
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            status = int((await reader.readline()).split()[1])
+            writer.close()
+            return status
+        finally:
+            await server.stop()
+
+    assert asyncio.run(scenario()) == 200

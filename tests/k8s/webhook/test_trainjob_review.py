@@ -68,7 +68,9 @@ def test_deprecated_runtime_warns_but_allows(served: Served) -> None:
     assert resp["allowed"] is True
     assert resp["warnings"] == [DEPRECATED]
     # Also on update (upstream warns on both).
-    resp = served.review(V, trainjob(runtime="old-torch"), old=trainjob(runtime="old-torch"), operation="UPDATE")
+    resp = served.review(
+        V, trainjob(runtime="old-torch"), old=trainjob(runtime="old-torch"), operation="UPDATE"
+    )
     assert resp["warnings"] == [DEPRECATED]
 
 
@@ -83,7 +85,10 @@ def test_several_errors_are_aggregated_in_one_message(served: Served) -> None:
 
 def test_schema_errors_stop_before_the_runtime_checks(served: Served) -> None:
     resp = served.review(V, trainjob(trainer={"numNodes": -1}))
-    assert resp["status"]["message"] == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
+    assert (
+        resp["status"]["message"]
+        == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
+    )
 
 
 def test_schema_errors_name_the_field(served: Served) -> None:
@@ -109,7 +114,9 @@ def _patched(suspend: bool, selector: str) -> dict[str, object]:
                     "replicatedJobs": [
                         {
                             "name": "node",
-                            "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": selector}}}}},
+                            "template": {
+                                "spec": {"template": {"spec": {"nodeSelector": {"pool": selector}}}}
+                            },
                         }
                     ]
                 }
@@ -126,7 +133,9 @@ def test_runtime_patches_change_only_while_suspended(served: Served) -> None:
         "spec.runtimePatches: RuntimePatches can only be modified when the TrainJob is suspended before or "
         "after the update"
     )
-    assert served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
+    assert (
+        served.review(V, _patched(True, "b"), old=_patched(True, "a"), operation="UPDATE")["allowed"] is True
+    )
 
 
 def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served) -> None:
@@ -139,7 +148,8 @@ def test_runtime_patches_frozen_while_the_jobset_is_still_active(served: Served)
         del served.cluster.jobsets[("job", "default")]
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith(
-        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is still active"
+        "spec.runtimePatches: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is "
+        "still active"
     )
 
 
@@ -157,3 +167,13 @@ def test_lookup_failure_is_an_internal_error_not_a_verdict(served: Served) -> No
 def test_delete_is_allowed_untouched(served: Served) -> None:
     resp = served.review(V, None, old=trainjob(), operation="DELETE")
     assert resp == {"uid": resp["uid"], "allowed": True}
+
+
+def test_update_of_an_object_being_deleted_is_not_blocked(served: Served) -> None:
+    """Finalizer removal on the way out must pass even when the runtime is gone."""
+    old = trainjob(runtime="deleted-meanwhile")
+    old["metadata"]["finalizers"] = ["example.com/cleanup"]
+    new = trainjob(runtime="deleted-meanwhile")
+    new["metadata"]["deletionTimestamp"] = "2026-11-22T03:00:00Z"
+    assert served.review(V, new, old=old, operation="UPDATE")["allowed"] is True
+    assert served.review(V, old, old=old, operation="UPDATE")["allowed"] is False

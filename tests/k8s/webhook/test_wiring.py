@@ -37,7 +37,11 @@ def _review(obj: dict[str, Any]) -> dict[str, Any]:
 
 def test_self_signed_mode_end_to_end(tmp_path: Path) -> None:
     async def scenario() -> None:
-        resources = [*default_resources(), (_WEBHOOK_CONFIGS[VALIDATING], False), (_WEBHOOK_CONFIGS[MUTATING], False)]
+        resources = [
+            *default_resources(),
+            (_WEBHOOK_CONFIGS[VALIDATING], False),
+            (_WEBHOOK_CONFIGS[MUTATING], False),
+        ]
         async with fake_env(resources=resources) as env:
             for config in webhook_configurations(names.DEFAULT_SERVICE, NS):
                 await env.client.create(config, resource=_WEBHOOK_CONFIGS[config["kind"]])
@@ -48,6 +52,7 @@ def test_self_signed_mode_end_to_end(tmp_path: Path) -> None:
                 bundle = bundle_from_secret(secret)
                 assert bundle is not None
                 assert (tmp_path / "tls.crt").read_bytes() == bundle.cert
+                assert (tmp_path / ".kubetrain-managed").exists()
                 for plural in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
                     for config in env.items(plural, group="admissionregistration.k8s.io"):
                         for hook in config["webhooks"]:
@@ -87,3 +92,21 @@ def test_cert_manager_mode_only_reads_files(tmp_path: Path) -> None:
             assert not [m for m, p in env.api.requests if "secrets" in p or "webhookconfigurations" in p]
 
     run(scenario)
+
+
+def test_cert_mode_detection(tmp_path: Path, monkeypatch: Any) -> None:
+    import datetime as dt
+
+    from kubetrain.k8s.certs import MANAGED_MARKER, generate_bundle, write_cert_dir
+    from kubetrain.k8s.webhook.server import _self_signed
+
+    monkeypatch.delenv("KUBETRAIN_WEBHOOK_CERT_MODE", raising=False)
+    assert _self_signed(tmp_path) is True  # empty directory: ours to fill
+    write_cert_dir(generate_bundle("localhost", "dev", dt.datetime.now(dt.UTC)), tmp_path)
+    assert _self_signed(tmp_path) is False  # someone else's certificate
+    (tmp_path / MANAGED_MARKER).write_text("")
+    assert _self_signed(tmp_path) is True  # ours, from before a container restart
+    monkeypatch.setenv("KUBETRAIN_WEBHOOK_CERT_MODE", "cert-manager")
+    assert _self_signed(tmp_path) is False
+    monkeypatch.setenv("KUBETRAIN_WEBHOOK_CERT_MODE", "self-signed")
+    assert _self_signed(tmp_path / "elsewhere") is True

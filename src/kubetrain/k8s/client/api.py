@@ -56,16 +56,12 @@ class Client:
     async def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any]
     ) -> dict[str, Any]:
-        return await patching.merge_patch(
-            self.session, res, name, namespace, patch, field_manager=self.field_manager
-        )
+        return await patching.merge_patch(self.session, res, name, namespace, patch, field_manager=self.field_manager)
 
     async def patch_status(
         self, res: Resource, name: str, namespace: str | None, status: dict[str, Any]
     ) -> dict[str, Any]:
-        return await patching.patch_status(
-            self.session, res, name, namespace, status, field_manager=self.field_manager
-        )
+        return await patching.patch_status(self.session, res, name, namespace, status, field_manager=self.field_manager)
 
     async def delete(
         self, res: Resource, name: str, namespace: str | None = None, *, missing_ok: bool = False

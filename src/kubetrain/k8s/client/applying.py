@@ -30,6 +30,4 @@ async def apply(
     meta = obj.get("metadata") or {}
     path = res.path(meta.get("namespace") if res.namespaced else None, meta["name"], subresource)
     params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-    return await session.request(
-        "PATCH", path, params=params, body=json.dumps(obj).encode(), content_type=APPLY_PATCH
-    )
+    return await session.request("PATCH", path, params=params, body=json.dumps(obj).encode(), content_type=APPLY_PATCH)

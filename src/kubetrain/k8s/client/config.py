@@ -44,9 +44,7 @@ class ClusterConfig:
         """``False`` for plain HTTP servers (the test fake), else a context with CA and client cert."""
         if not self.server.startswith("https://"):
             return False
-        ctx = ssl.create_default_context(
-            cafile=self.ca_file, cadata=self.ca_data.decode() if self.ca_data else None
-        )
+        ctx = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data.decode() if self.ca_data else None)
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -93,9 +91,7 @@ def from_kubeconfig(path: str | None = None, context: str | None = None) -> Clus
     cluster = _named(doc.get("clusters"), ctx.get("cluster", ""), "cluster")
     user = _named(doc.get("users"), ctx["user"], "user") if ctx.get("user") else {}
     if "exec" in user or "auth-provider" in user:
-        raise ConfigError(
-            "kubeconfig exec/auth-provider credentials are not supported; use a token or client cert"
-        )
+        raise ConfigError("kubeconfig exec/auth-provider credentials are not supported; use a token or client cert")
     base = file.parent
     cfg = ClusterConfig(
         server=str(cluster.get("server", "")).rstrip("/"),

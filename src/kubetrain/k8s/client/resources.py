@@ -20,9 +20,7 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """``/api/v1/namespaces/ns/configmaps/x``; ``namespace=None`` on a namespaced type: all namespaces."""
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [root]

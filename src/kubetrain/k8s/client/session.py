@@ -38,6 +38,7 @@ class ApiSession:
         backoff_base: float = 0.2,
         backoff_max: float = 10.0,
         user_agent: str = "kubetrain",
+        request_timeout: float = 60.0,
     ) -> None:
         self.config = config
         self.limiter = TokenBucket(qps, burst)
@@ -49,7 +50,10 @@ class ApiSession:
         self.warnings: list[str] = []
         """``Warning`` headers from the server (admission warnings, deprecations), oldest first."""
         connector = aiohttp.TCPConnector(ssl=config.ssl_context(), limit=100)
+        # A hung request must not pin a reconcile worker for aiohttp's default five minutes; the API server
+        # itself gives up on most requests after 60 s. Streams (watches, logs) override this.
         self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=request_timeout),
             base_url=None,
             connector=connector,
             headers={"User-Agent": user_agent, "Accept": "application/json"},

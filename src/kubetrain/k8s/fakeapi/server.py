@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,11 @@ class FakeApiServer:
         token: str | None = None,
         bookmark_interval: float = 5.0,
         history: int = 50_000,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = Store(resources or default_resources(), history=history)
+        self.ssl_context = ssl_context
+        """Serve HTTPS with this context (e.g. one requiring client certificates, as a kube-apiserver can)."""
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.faults: list[Fault] = []
@@ -68,7 +72,7 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     def kubeconfig(self, namespace: str = "default") -> str:
         """A kubeconfig document (YAML text) pointing at this server."""
@@ -78,9 +82,7 @@ class FakeApiServer:
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": user}],
-            "contexts": [
-                {"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}
-            ],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
             "current-context": "fake",
         }
         return yaml.safe_dump(doc)
@@ -96,7 +98,7 @@ class FakeApiServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
@@ -138,15 +140,9 @@ class FakeApiServer:
 
     def _fault(self, request: web.Request) -> web.Response | None:
         for fault in self.faults:
-            if (
-                fault.times > 0
-                and fault.method in (request.method, "*")
-                and fault.pattern.search(request.path_qs)
-            ):
+            if fault.times > 0 and fault.method in (request.method, "*") and fault.pattern.search(request.path_qs):
                 fault.times -= 1
-                resp = _status(
-                    fault.status, "TooManyRequests" if fault.status == 429 else "InternalError", "injected"
-                )
+                resp = _status(fault.status, "TooManyRequests" if fault.status == 429 else "InternalError", "injected")
                 if fault.retry_after is not None:
                     resp.headers["Retry-After"] = fault.retry_after
                 return resp
@@ -166,9 +162,7 @@ class FakeApiServer:
             s = self.store
             if request.method == "GET":
                 if sub == "log":
-                    return web.Response(
-                        text=s.logs.get((ns or "", name or ""), ""), content_type="text/plain"
-                    )
+                    return web.Response(text=s.logs.get((ns or "", name or ""), ""), content_type="text/plain")
                 if name is not None:
                     return web.json_response(s.get(group, plural, ns, name))
                 if q.get("watch") in ("1", "true"):
@@ -188,9 +182,7 @@ class FakeApiServer:
                         raise StoreError(422, "Invalid", "fieldManager is required for apply requests")
                     return web.json_response(s.apply(group, plural, ns, name, applied, manager, force, sub))
                 if ctype == "application/merge-patch+json":
-                    return web.json_response(
-                        s.merge_patch(group, plural, ns, name, json.loads(body), manager, sub)
-                    )
+                    return web.json_response(s.merge_patch(group, plural, ns, name, json.loads(body), manager, sub))
                 return _status(415, "UnsupportedMediaType", f"the fake does not support {ctype}")
             if request.method == "DELETE" and name is not None:
                 return web.json_response(s.delete(group, plural, ns, name))
@@ -209,9 +201,7 @@ class FakeApiServer:
             meta["continue"] = str(start + limit)
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List", "metadata": meta, "items": page}
 
-    async def _watch(
-        self, request: web.Request, group: str, plural: str, ns: str | None
-    ) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, group: str, plural: str, ns: str | None) -> web.StreamResponse:
         raw_rv = request.query.get("resourceVersion")
         since = int(raw_rv) if raw_rv not in (None, "", "0") else None
         timeout = float(request.query.get("timeoutSeconds") or 1800)

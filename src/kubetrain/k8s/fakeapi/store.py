@@ -70,9 +70,7 @@ class Store:
         try:
             return self.tables[(group, plural)]
         except KeyError:
-            raise StoreError(
-                404, "NotFound", f"the server could not find the requested resource ({plural})"
-            ) from None
+            raise StoreError(404, "NotFound", f"the server could not find the requested resource ({plural})") from None
 
     def _next_rv(self) -> int:
         self.rv = next(self._rv)
@@ -103,11 +101,7 @@ class Store:
     def _existing(self, table: Table, key: Key) -> dict[str, Any]:
         obj = table.objects.get(key)
         if obj is None:
-            what = (
-                f"{table.resource.plural}.{table.resource.group}"
-                if table.resource.group
-                else table.resource.plural
-            )
+            what = f"{table.resource.plural}.{table.resource.group}" if table.resource.group else table.resource.plural
             raise StoreError(404, "NotFound", f'{what} "{key[1]}" not found')
         return obj
 
@@ -125,13 +119,9 @@ class Store:
     @staticmethod
     def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
         skip = {"metadata", "status", "apiVersion", "kind"}
-        return {k: v for k, v in old.items() if k not in skip} != {
-            k: v for k, v in new.items() if k not in skip
-        }
+        return {k: v for k, v in old.items() if k not in skip} != {k: v for k, v in new.items() if k not in skip}
 
-    def _finish(
-        self, table: Table, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
-    ) -> None:
+    def _finish(self, table: Table, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None) -> None:
         """Status-subresource rules: the main resource cannot change status; ``/status`` only status."""
         if table.has_status and old is not None:
             if subresource == "status":
@@ -149,9 +139,7 @@ class Store:
         if old is not None:
             for k in ("uid", "creationTimestamp", "namespace", "name"):
                 meta[k] = old["metadata"].get(k)
-            meta["generation"] = old["metadata"].get("generation", 1) + (
-                1 if self._spec_changed(old, new) else 0
-            )
+            meta["generation"] = old["metadata"].get("generation", 1) + (1 if self._spec_changed(old, new) else 0)
 
     # -- verbs ---------------------------------------------------------------------------------------------
     def get(self, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any]:
@@ -179,9 +167,7 @@ class Store:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not meta.get("name"):
-            raise StoreError(
-                422, "Invalid", "metadata.name: Required value: name or generateName is required"
-            )
+            raise StoreError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
         if table.resource.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         else:
@@ -309,9 +295,7 @@ class Store:
     # -- watch ---------------------------------------------------------------------------------------------
     def subscribe(
         self, group: str, plural: str, namespace: str | None, since: int | None
-    ) -> tuple[
-        builtins.list[tuple[int, str, dict[str, Any]]], asyncio.Queue[tuple[int, str, dict[str, Any]] | None]
-    ]:
+    ) -> tuple[builtins.list[tuple[int, str, dict[str, Any]]], asyncio.Queue[tuple[int, str, dict[str, Any]] | None]]:
         """Backlog after ``since`` (``None``: synthetic ADDED for all objects) and a queue of later events."""
         table = self.table(group, plural)
         if since is None:
@@ -322,9 +306,7 @@ class Store:
             ]
         else:
             oldest = table.history[0][0] if table.history else self.rv + 1
-            if since < table.compacted_rv or (
-                table.history.maxlen == len(table.history) and since < oldest - 1
-            ):
+            if since < table.compacted_rv or (table.history.maxlen == len(table.history) and since < oldest - 1):
                 raise StoreError(410, "Expired", f"too old resource version: {since} ({table.compacted_rv})")
             backlog = [
                 e
@@ -339,15 +321,18 @@ class Store:
         table = self.table(group, plural)
         table.watchers = [w for w in table.watchers if w[1] is not queue]
 
-    def compact(self) -> None:
-        """Forget the event history: any watch resuming from an older resourceVersion gets 410 Gone."""
-        for table in self.tables.values():
+    def _selected(self, plural: str | None) -> builtins.list[Table]:
+        return [t for t in self.tables.values() if plural is None or t.resource.plural == plural]
+
+    def compact(self, plural: str | None = None) -> None:
+        """Forget the event history (of one resource, or all): watches resuming from before get 410 Gone."""
+        for table in self._selected(plural):
             table.history.clear()
             table.compacted_rv = self.rv
 
-    def drop_watches(self) -> None:
-        """End every open watch stream (as an API server restart or a load balancer timeout would)."""
-        for table in self.tables.values():
+    def drop_watches(self, plural: str | None = None) -> None:
+        """End open watch streams (as an API server restart or a load balancer timeout would)."""
+        for table in self._selected(plural):
             for _, queue in table.watchers:
                 queue.put_nowait(None)
 

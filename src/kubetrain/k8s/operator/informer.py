@@ -26,6 +26,10 @@ def obj_key(obj: dict[str, Any]) -> Key:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
+def _rv(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any] | None:
     # managedFields can be as large as the object itself and the operator never reads them.
     (obj.get("metadata") or {}).pop("managedFields", None)
@@ -77,20 +81,30 @@ class Informer:
                 log.exception("informer handler failed", extra={"resource": self.resource.plural})
 
     async def _relist(self) -> None:
+        """Replace the cache with a fresh list.
+
+        On the first list every object is ``initial``. On a relist (after 410 Gone) only unchanged objects
+        are; objects that changed, appeared or vanished while we were not watching are reported as ordinary
+        events, so their owners are reconciled at normal priority.
+        """
+        first = self.relists == 0
         items, rv = await self.client.list(self.resource, self.namespace)
         fresh: dict[Key, dict[str, Any]] = {}
         for item in items:
             kept = self.transform(item)
             if kept is not None:
                 fresh[obj_key(kept)] = kept
-        gone = [self.store[k] for k in self.store.keys() - fresh.keys()]
+        old = self.store
+        gone = [old[k] for k in old.keys() - fresh.keys()]
         self.store = fresh
         self.resource_version = rv
         self.relists += 1
         for obj in gone:
-            self._notify("DELETED", obj, True)
-        for obj in fresh.values():
-            self._notify("ADDED", obj, True)
+            self._notify("DELETED", obj, first)
+        for key, obj in fresh.items():
+            before = old.get(key)
+            same = before is not None and _rv(before) == _rv(obj)
+            self._notify("ADDED" if before is None else "MODIFIED", obj, first or same)
 
     def _on_event(self, type_: str, obj: dict[str, Any]) -> None:
         if type_ == "BOOKMARK":
@@ -138,9 +152,7 @@ class Informer:
             except NotFound:
                 # The CRD is not installed (yet); report synced-but-unavailable and look again later.
                 if self.available:
-                    log.warning(
-                        "resource not served by the API server", extra={"resource": self.resource.plural}
-                    )
+                    log.warning("resource not served by the API server", extra={"resource": self.resource.plural})
                 self.available = False
                 self.synced.set()
                 need_list = True
@@ -157,7 +169,5 @@ class Informer:
                 await asyncio.sleep(delay)
             except Exception as exc:  # aiohttp payload errors and the like: same recovery as above
                 failures += 1
-                log.warning(
-                    "watch stream broke (%r); resuming", exc, extra={"resource": self.resource.plural}
-                )
+                log.warning("watch stream broke (%r); resuming", exc, extra={"resource": self.resource.plural})
                 await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))

@@ -27,9 +27,7 @@ class JsonFormatter(logging.Formatter):
 
 def setup(level: str = "info", *, json_format: bool = True) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(
-        JsonFormatter() if json_format else logging.Formatter("%(levelname)s %(name)s %(message)s")
-    )
+    handler.setFormatter(JsonFormatter() if json_format else logging.Formatter("%(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -106,6 +106,9 @@ class Operator:
         self.started = asyncio.Event()
         """Set once caches are synced and workers run (tests and the bench wait on it)."""
         self._webhook_stop: Callable[[], Awaitable[None]] | None = None
+        self._webhook_client: Client | None = None
+        self.webhook: Any = None
+        """The running webhook server (``kubetrain.k8s.webhook.server.WebhookServer``), when configured."""
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.queue_processing.set_function(lambda: self.queue.processing)
@@ -125,7 +128,7 @@ class Operator:
         if type_ == "DELETED":
             self.reconciler.first_seen.pop(key, None)
             return
-        self.queue.add(key, LOW if initial else HIGH)
+        self.queue.add(key, HIGH)
 
     def _on_owned(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
         key = controller_owner(obj)
@@ -144,9 +147,9 @@ class Operator:
         snapshots = self.caches.owned[("v1", "ConfigMap")]
         for (ns, name), tj in list(self.trainjobs.store.items()):
             ref = (tj.get("spec") or {}).get("runtimeRef") or {}
-            if ref.get("name") != meta.get("name") or (
-                ref.get("kind") or c.KIND_CLUSTER_TRAINING_RUNTIME
-            ) != obj.get("kind"):
+            if ref.get("name") != meta.get("name") or (ref.get("kind") or c.KIND_CLUSTER_TRAINING_RUNTIME) != obj.get(
+                "kind"
+            ):
                 continue
             if obj.get("kind") == c.KIND_TRAINING_RUNTIME and ns != meta.get("namespace"):
                 continue
@@ -157,9 +160,7 @@ class Operator:
         meta = obj["metadata"]
         finalizers = [f for f in meta.get("finalizers") or [] if f != LEGACY_FINALIZER]
         res = r.TRAINING_RUNTIME if obj.get("kind") == c.KIND_TRAINING_RUNTIME else r.CLUSTER_TRAINING_RUNTIME
-        patch = {
-            "metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}
-        }
+        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}}
         try:
             await self.client.merge_patch(res, meta["name"], meta.get("namespace"), patch)
         except ApiError as exc:
@@ -212,23 +213,26 @@ class Operator:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def ready(self) -> bool:
-        # A standby replica is ready (it serves the webhook); the leader once its caches are synced.
+        # A standby replica is ready (it serves the webhook); the leader once its caches are synced. Neither is
+        # ready before the webhook listens, when one is configured (upstream's readyz does the same).
+        if self.settings.webhook_port is not None and self.webhook is None:
+            return False
         return (self.elector is not None and not self.elector.is_leader) or self.started.is_set()
 
     async def _start_webhook(self) -> None:
-        """Hook point for the admission webhook (``kubetrain.k8s.webhook.server.start``), when configured."""
+        """Start the admission webhook (``kubetrain.k8s.webhook.server.start``) in this process, if configured.
+
+        It gets its own client, so its lookups never queue behind the reconcilers' rate limit: during a burst
+        the operator's token bucket can be seconds deep, while the API server times admission out at 10 s.
+        """
         s = self.settings
         if s.webhook_port is None:
             return
-        try:
-            server = importlib.import_module("kubetrain.k8s.webhook.server")
-        except ModuleNotFoundError:
-            log.error("webhook requested but kubetrain.k8s.webhook.server is not available")
-            return
-        stop = server.start(port=s.webhook_port, cert_dir=s.webhook_cert_dir, client=self.client)
-        if inspect.isawaitable(stop):
-            stop = await stop
-        self._webhook_stop = stop if callable(stop) else None
+        server = importlib.import_module("kubetrain.k8s.webhook.server")
+        self._webhook_client = Client(self.client.config, qps=s.webhook_qps, burst=s.webhook_burst)
+        started = server.start(port=s.webhook_port, cert_dir=s.webhook_cert_dir, client=self._webhook_client)
+        self.webhook = await started if inspect.isawaitable(started) else started
+        self._webhook_stop = self.webhook if callable(self.webhook) else None
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (0) or leadership is lost (1, so the process restarts cleanly)."""
@@ -270,6 +274,8 @@ class Operator:
                 self.metrics.leader.set(0)
             if self._webhook_stop is not None:
                 await self._webhook_stop()
+            if self._webhook_client is not None:
+                await self._webhook_client.close()
             if self.health is not None:
                 await self.health.stop()
         log.info("operator stopped", extra={"controller": CONTROLLER})

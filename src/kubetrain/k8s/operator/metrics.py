@@ -41,6 +41,4 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("kubetrain_leader", "1 while this replica holds the leader lease.", registry=r)
-        self.api_requests = Gauge(
-            "kubetrain_api_requests", "API requests sent (retries included).", registry=r
-        )
+        self.api_requests = Gauge("kubetrain_api_requests", "API requests sent (retries included).", registry=r)

@@ -83,9 +83,7 @@ class TrainJobReconciler:
         self.keygen = keygen
         self.clock = clock
         self.events = EventRecorder(client, clock)
-        self.runtime_source = RuntimeSource(
-            caches.owned[("v1", "ConfigMap")], caches.runtimes, caches.cluster_runtimes
-        )
+        self.runtime_source = RuntimeSource(caches.owned[("v1", "ConfigMap")], caches.runtimes, caches.cluster_runtimes)
         self.first_seen: dict[Key, float] = {}
         """Monotonic time a watch event first showed a TrainJob: where the JobSet latency metric starts."""
 
@@ -160,6 +158,11 @@ class TrainJobReconciler:
             applied = await self.client.apply(obj)
             if cache:
                 cache.remember(applied)
+            ref = {"object": f"TrainJob {tj.namespace}/{tj.name}"}
+            if live is None:
+                log.info("JobSet created", extra=ref)
+            else:  # every reconcile of a suspended job re-applies: not worth an info line each time
+                log.debug("JobSet re-applied (suspend=%s)", suspended, extra=ref)
             if live is None:
                 self.metrics.trainjobs_created.inc()
                 seen = self.first_seen.pop((tj.namespace, tj.name), None)
@@ -182,9 +185,7 @@ class TrainJobReconciler:
                 raise
             if snapshot:
                 # Someone (our previous incarnation) already snapshotted: compile from that snapshot instead.
-                existing = await self.client.get(
-                    for_object(obj), obj["metadata"]["name"], obj["metadata"]["namespace"]
-                )
+                existing = await self.client.get(for_object(obj), obj["metadata"]["name"], obj["metadata"]["namespace"])
                 if cache:
                     cache.remember(existing)
                 raise Requeue() from exc
@@ -196,9 +197,7 @@ class TrainJobReconciler:
         try:
             await self.client.delete(JOBSET, name, namespace, missing_ok=True)
         except ApiError as exc:  # upstream only logs this; the next reconcile retries
-            log.warning(
-                "could not delete JobSet after deadline: %s", exc, extra={"object": f"{namespace}/{name}"}
-            )
+            log.warning("could not delete JobSet after deadline: %s", exc, extra={"object": f"{namespace}/{name}"})
         self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].forget(namespace, name)
 
     async def _write_status(self, tj: dict[str, Any], new: dict[str, Any]) -> None:
@@ -210,6 +209,15 @@ class TrainJobReconciler:
         patched = await self.client.patch_status(TRAINJOB, meta["name"], meta.get("namespace"), patch)
         self.caches.trainjobs.remember(patched)
         new_conds = new.get("conditions") or []
+        changed = sorted(
+            f"{c_['type']}={c_['status']}({c_.get('reason', '')})" for c_ in new_conds if c_ not in old_conds
+        )
+        if changed:
+            log.info(
+                "conditions: %s",
+                ", ".join(changed),
+                extra={"object": f"TrainJob {meta.get('namespace')}/{meta['name']}"},
+            )
         if st.is_true(new_conds, c.COND_COMPLETE) and not st.is_true(old_conds, c.COND_COMPLETE):
             self.metrics.trainjobs_completed.inc()
         if st.is_true(new_conds, c.COND_FAILED) and not st.is_true(old_conds, c.COND_FAILED):

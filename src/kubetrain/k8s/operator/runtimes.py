@@ -81,8 +81,7 @@ class RuntimeSource:
             obj = self.runtimes.get(trainjob.namespace, name)
             if obj is None:
                 raise RuntimeLoadError(
-                    "TrainingRuntime specified in TrainJob is not found: "
-                    f'trainingruntimes.{c.GROUP} "{name}" not found'
+                    f'TrainingRuntime specified in TrainJob is not found: trainingruntimes.{c.GROUP} "{name}" not found'
                 )
         else:
             obj = self.cluster_runtimes.get(None, name)

@@ -11,6 +11,24 @@ def _identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_SYSTEM_NAMESPACE = "kubeflow-system"
+
+
+def operator_namespace() -> str:
+    """Where the operator runs: ``POD_NAMESPACE`` (downward API), the service account's, else kubeflow-system.
+
+    kubeflow-system by default because the Kubeflow SDK looks there for ``kubeflow-trainer-public``.
+    """
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SA_NAMESPACE_FILE) as fh:
+            return fh.read().strip() or DEFAULT_SYSTEM_NAMESPACE
+    except OSError:
+        return DEFAULT_SYSTEM_NAMESPACE
+
+
 @dataclass
 class OperatorSettings:
     qps: float = 50.0
@@ -24,7 +42,8 @@ class OperatorSettings:
     leader_election: bool = True
     """Run a Lease election so several replicas can run with one active."""
     lease_name: str = "kubetrain-operator"
-    lease_namespace: str = "kubetrain-system"
+    lease_namespace: str = field(default_factory=operator_namespace)
+    """Namespace of the Lease: the operator's own (see :func:`operator_namespace`)."""
     lease_duration: float = 15.0
     """Seconds a lease stays valid without renewal (client-go default)."""
     renew_deadline: float = 10.0
@@ -49,4 +68,7 @@ class OperatorSettings:
     webhook_port: int | None = None
     """Serve the admission webhook on this port (HTTPS) in the same process; None: no webhook."""
     webhook_cert_dir: str | None = None
-    """Directory with tls.crt/tls.key for the webhook server."""
+    """Directory with tls.crt/tls.key for the webhook server (empty: self-signed, managed in a Secret)."""
+    webhook_qps: float = 100.0
+    """Rate limit of the webhook's own client (runtime and JobSet lookups), separate from the reconcilers'."""
+    webhook_burst: int = 200

@@ -18,6 +18,7 @@ COND_RESOURCES_FAILED = "ResourcesCreationFailed"
 REASON_BUILD_FAILED = "BuildFailed"
 REASON_APPLY_FAILED = "ApplyFailed"
 EVENT_REASON_RESOURCES_FAILED = "TrainJobResourcesCreationFailed"
+MAX_MESSAGE = 950  # the length upstream truncates its Event note to
 
 
 def format_time(t: dt.datetime) -> str:
@@ -97,7 +98,8 @@ def apply_jobset(
             conditions,
             ours,
             "True",
-            js_cond.get("reason") or "",
+            # metav1.Condition requires a non-empty reason; JobSet always sets one, but never send an invalid status.
+            js_cond.get("reason") or js_cond.get("type", ""),
             js_cond.get("message") or "",
             now,
             transition_time=js_cond.get("lastTransitionTime"),
@@ -105,9 +107,7 @@ def apply_jobset(
         )
     rjobs = js_status.get("replicatedJobsStatus")
     if rjobs is not None:
-        status["jobsStatus"] = [
-            {"name": r.get("name", ""), **{k: int(r.get(k) or 0) for k in _COUNTS}} for r in rjobs
-        ]
+        status["jobsStatus"] = [{"name": r.get("name", ""), **{k: int(r.get(k) or 0) for k in _COUNTS}} for r in rjobs]
 
 
 @dataclass
@@ -160,7 +160,10 @@ def compute(
         # A DeadlineExceeded failure survives later status syncs (§8.2).
         set_condition(conditions, c.COND_FAILED, "True", c.REASON_DEADLINE, c.MSG_DEADLINE, now)
     if resources_error is not None:
-        set_condition(conditions, COND_RESOURCES_FAILED, "True", resources_error[0], resources_error[1], now)
+        message = resources_error[1]
+        if len(message) > MAX_MESSAGE:  # an API error can embed a whole object; keep the condition readable
+            message = message[:MAX_MESSAGE] + " ..."
+        set_condition(conditions, COND_RESOURCES_FAILED, "True", resources_error[0], message, now)
     else:
         remove_condition(conditions, COND_RESOURCES_FAILED)
     deadline = check_deadline(trainjob, conditions, now)

@@ -36,7 +36,9 @@ class Request:
         if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
             raise BadReview("expected an AdmissionReview")
         if body.get("apiVersion") != API_VERSION:
-            raise BadReview(f"unsupported AdmissionReview version {body.get('apiVersion')!r}; want {API_VERSION}")
+            raise BadReview(
+                f"unsupported AdmissionReview version {body.get('apiVersion')!r}; want {API_VERSION}"
+            )
         req = body.get("request")
         if not isinstance(req, dict) or not isinstance(req.get("uid"), str):
             raise BadReview("AdmissionReview has no request.uid")

@@ -17,7 +17,9 @@ _RUNTIME_SELECTOR = {
 }
 
 
-def _hook(name: str, path: str, resource: str, service: str, namespace: str, ca: bytes | None) -> dict[str, Any]:
+def _hook(
+    name: str, path: str, resource: str, service: str, namespace: str, ca: bytes | None
+) -> dict[str, Any]:
     client: dict[str, Any] = {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}}
     if ca is not None:
         client["caBundle"] = base64.b64encode(ca).decode()

@@ -46,6 +46,14 @@ def _response(req: Request, result: Result) -> Response:
     return Response(uid=req.uid, errors=errors, warnings=warnings)
 
 
+def _being_deleted(req: Request) -> bool:
+    """An UPDATE of an object with a deletionTimestamp only removes finalizers on its way out: blocking it
+    (say, because its runtime is gone) would leave the object stuck in deletion."""
+    return req.operation == "UPDATE" and bool(
+        ((req.obj or {}).get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
 def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, Result]:
     if doc is None:
         result = Result()
@@ -61,7 +69,7 @@ async def review_trainjob(
     req: Request, runtime_lookup: RuntimeLookup, jobset_lookup: JobSetLookup | None = None
 ) -> Response:
     """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
-    if req.operation not in ("CREATE", "UPDATE"):
+    if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     trainjob, result = _parse(req.obj, c.KIND_TRAINJOB)
     if trainjob is None:
@@ -127,7 +135,8 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
         if (rjob.get("active") or 0) > 0:
             result.error(
                 "spec.runtimePatches",
-                f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {rjob.get('name')} is still active",
+                "RuntimePatches cannot be modified when the JobSet's ReplicatedJob "
+                f"{rjob.get('name')} is still active",
                 "wait until the suspended JobSet's pods have stopped",
             )
     return result
@@ -135,7 +144,7 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
 
 async def review_runtime(req: Request) -> Response:
     """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
-    if req.operation not in ("CREATE", "UPDATE"):
+    if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     runtime, result = _parse(req.obj, req.kind or "runtime")
     if runtime is None:

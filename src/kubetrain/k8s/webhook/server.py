@@ -135,6 +135,18 @@ def make_app(
     return app
 
 
+def _self_signed(cert_dir: Path) -> bool:
+    """Whether to manage certificates ourselves: ``KUBETRAIN_WEBHOOK_CERT_MODE`` (``self-signed`` or
+    ``cert-manager``) when set; else yes for an empty directory or one we wrote (a restarted container),
+    no for certificates someone else put there."""
+    from kubetrain.k8s.certs import MANAGED_MARKER
+
+    mode = os.environ.get("KUBETRAIN_WEBHOOK_CERT_MODE", "")
+    if mode in ("self-signed", "cert-manager"):
+        return mode == "self-signed"
+    return not (cert_dir / "tls.crt").exists() or (cert_dir / MANAGED_MARKER).exists()
+
+
 def server_ssl_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContext:
     """TLS 1.2+ server context (the API server speaks 1.2 and 1.3)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -219,10 +231,11 @@ async def start(
     """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening.
 
     Give either ``runtime_lookup`` (and optionally ``jobset_lookup``) or the operator's API ``client``, from
-    which both lookups are built. With a client, ``manage_certs=None`` means: if ``cert_dir`` has no
-    certificate yet (self-signed mode, an emptyDir), keep a self-signed CA and serving certificate in the
-    Secret, the directory and the webhook configurations' caBundle (``kubetrain.k8s.certs.CertManager``);
-    if it has one (cert-manager mode, a mounted Secret), only reload it when it changes.
+    which both lookups are built. With a client, ``manage_certs=None`` follows ``KUBETRAIN_WEBHOOK_CERT_MODE``
+    (``self-signed`` | ``cert-manager``), else: a ``cert_dir`` without a certificate (an emptyDir) or with
+    one CertManager wrote selects self-signed mode (a CA and serving certificate kept in the Secret, the
+    directory and the webhook configurations' caBundle: ``kubetrain.k8s.certs.CertManager``); certificates
+    put there by someone else (a mounted cert-manager Secret) are only reloaded when they change.
     Service, namespace and Secret default to ``KUBETRAIN_WEBHOOK_SERVICE``, ``POD_NAMESPACE`` (else the
     service account's namespace) and ``KUBETRAIN_WEBHOOK_SECRET``, then to ``names.DEFAULT_*``.
     """
@@ -238,7 +251,7 @@ async def start(
     cert_path = Path(cert_dir or names.DEFAULT_CERT_DIR)
     cert_file, key_file = cert_path / "tls.crt", cert_path / "tls.key"
     if manage_certs is None:
-        manage_certs = adapter is not None and not cert_file.exists()
+        manage_certs = _self_signed(cert_path) if adapter is not None else False
     manager = None
     if manage_certs:
         if adapter is None:
@@ -252,7 +265,10 @@ async def start(
             namespace=namespace or operator_namespace(names.DEFAULT_NAMESPACE),
             secret_name=secret_name or os.environ.get("KUBETRAIN_WEBHOOK_SECRET") or names.DEFAULT_SECRET,
             cert_dir=cert_path,
-            configurations=[(VALIDATING, names.VALIDATING_CONFIGURATION), (MUTATING, names.MUTATING_CONFIGURATION)],
+            configurations=[
+                (VALIDATING, names.VALIDATING_CONFIGURATION),
+                (MUTATING, names.MUTATING_CONFIGURATION),
+            ],
         )
         await manager.reconcile()  # the first certificate must exist before the server can listen
     ctx = server_ssl_context(cert_file, key_file)

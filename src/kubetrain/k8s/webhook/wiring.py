@@ -25,7 +25,8 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class ClientAdapter:
-    """``runtime`` and ``jobset`` are a ``RuntimeLookup`` and ``JobSetLookup``; the object is a ``CertClient``.
+    """``runtime`` and ``jobset`` are a ``RuntimeLookup`` and a ``JobSetLookup``; the adapter is a
+    ``CertClient``.
 
     Lookups go to the API server (not a cache) on purpose: the webhook must see a runtime created a moment
     ago, as upstream's live GET does.

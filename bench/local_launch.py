@@ -1,0 +1,173 @@
+"""Launch overhead of the local backend: the same script under plain ``torchrun`` and under ``kubetrain run``.
+
+Cases (each run ``--runs`` times, interleaved so machine noise hits all cases alike; medians reported):
+  * 1 node x 2 processes   vs ``torchrun --nproc-per-node=2``
+  * 2 nodes x 2 processes  vs ``torchrun --nproc-per-node=4``
+  * a trivial function through ``kubetrain.Client().train(func=...)`` vs the official Kubeflow SDK's local
+    process backend (``kubeflow`` from PyPI in its own virtualenv, torch from the local wheel cache)
+
+Usage: ``make bench`` or ``.venv/bin/python bench/run_all.py local_launch`` (writes its BENCHMARKS.md section);
+standalone ``python -m bench.local_launch --runs 5 --no-kubeflow`` only prints it. Needs root, bubblewrap and
+torch (``make install``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KUBEFLOW_VERSION = "0.5.0"
+TORCH_VERSION = "2.13.0"
+
+SCRIPT = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == dist.get_world_size()
+    dist.barrier()
+    dist.destroy_process_group()
+""")
+
+FUNC_MODULE = textwrap.dedent("""
+    def trivial():
+        import os
+        print("rank", os.environ.get("RANK"), "of", os.environ.get("WORLD_SIZE"))
+""")
+
+KUBEFLOW_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    from fn import trivial
+    from kubeflow.trainer import CustomTrainer, LocalProcessBackendConfig, TrainerClient
+    client = TrainerClient(backend_config=LocalProcessBackendConfig())
+    t0 = time.perf_counter()
+    name = client.train(runtime=client.get_runtime("torch-distributed"),
+                        trainer=CustomTrainer(func=trivial, packages_to_install=["torch==TORCH_VERSION"]))
+    job = client.wait_for_job_status(name, status={"Complete", "Failed"}, timeout=900, polling_interval=0.1)
+    print(f"{job.status} {time.perf_counter() - t0:.3f}")
+""".replace("TORCH_VERSION", TORCH_VERSION)
+)
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(
+            f"benchmark command failed ({r.returncode}): {' '.join(argv)}\n{r.stdout}\n{r.stderr}"
+        )
+    return elapsed
+
+
+def trainjob_yaml(path: Path, name: str, nodes: int, procs: int) -> None:
+    path.write_text(
+        textwrap.dedent(f"""
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainJob
+        metadata: {{name: {name}}}
+        spec:
+          runtimeRef: {{name: torch-distributed}}
+          trainer: {{numNodes: {nodes}, numProcPerNode: {procs}, command: [torchrun, allreduce.py]}}
+    """)
+    )
+
+
+def kubeflow_python(cache: Path) -> Path:
+    """A separate virtualenv with the official SDK, so its dependencies never touch kubetrain's."""
+    venv = cache / f"kubeflow-{KUBEFLOW_VERSION}"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", f"kubeflow=={KUBEFLOW_VERSION}"], check=True)
+    return py
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``run_all`` calls ``main()`` with its own argv in ``sys.argv``, so options come only from ``argv``."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--print-only", action="store_true", help="do not write BENCHMARKS.md")
+    parser.add_argument("--no-kubeflow", action="store_true", help="skip the Kubeflow SDK comparison")
+    opts = parser.parse_args(argv or [])
+    work = Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
+    (work / "allreduce.py").write_text(SCRIPT)
+    (work / "fn.py").write_text(FUNC_MODULE)
+    (work / "kf_driver.py").write_text(KUBEFLOW_DRIVER)
+    env = {**os.environ, "KUBETRAIN_HOME": str(work / "home"), "PYTHONWARNINGS": "ignore"}
+    bindir = Path(sys.executable).parent
+    torchrun = str(bindir / "torchrun")
+    kubetrain = [sys.executable, "-m", "kubetrain.cli.main", "run", "-q"]
+    trainjob_yaml(work / "tj-1x2.yaml", "bench-1x2", 1, 2)
+    trainjob_yaml(work / "tj-2x2.yaml", "bench-2x2", 2, 2)
+    client_code = (
+        f"import sys; sys.path.insert(0, {str(work)!r})\nfrom fn import trivial\nimport kubetrain.client as k\n"
+        "c = k.Client(); n = c.train(func=trivial, num_nodes=1, num_proc_per_node=1)\n"
+        "assert c.wait(n).state == 'Complete'\n"
+    )
+    cases: dict[str, Callable[[], float]] = {
+        "torchrun 1x2": lambda: timed([torchrun, "--nproc-per-node=2", "allreduce.py"], env, work),
+        "kubetrain run 1x2": lambda: timed([*kubetrain, "-f", "tj-1x2.yaml"], env, work),
+        "torchrun 1x4": lambda: timed([torchrun, "--nproc-per-node=4", "allreduce.py"], env, work),
+        "kubetrain run 2x2": lambda: timed([*kubetrain, "-f", "tj-2x2.yaml"], env, work),
+        "kubetrain Client func": lambda: timed([sys.executable, "-c", client_code], env, work),
+    }
+    if not opts.no_kubeflow:
+        kf = kubeflow_python(ROOT / "bench" / ".cache")
+        kf_env = {k: v for k, v in os.environ.items() if not k.startswith("KUBETRAIN")}
+        cases["kubeflow SDK local func"] = lambda: timed([str(kf), "kf_driver.py", str(work)], kf_env, work)
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for fn in cases.values():  # warm-up: page cache, .pyc, pip cache; not measured
+        fn()
+    for i in range(opts.runs):
+        for k, fn in cases.items():
+            samples[k].append(fn())
+        print(f"run {i + 1}/{opts.runs} done", file=sys.stderr)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    lines = [
+        "## Local backend launch overhead (`bench/local_launch.py`)",
+        "",
+        f"Median wall time of {opts.runs} interleaved runs each, after one warm-up; {os.cpu_count()} cores. "
+        "The script initialises gloo, all-reduces one tensor and exits.",
+        "",
+        "| case | median (s) | min (s) | max (s) |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {k} | {med[k]:.2f} | {min(v):.2f} | {max(v):.2f} |" for k, v in samples.items()]
+    lines += [
+        "",
+        f"- overhead 1 node x 2 procs: **{med['kubetrain run 1x2'] - med['torchrun 1x2']:+.2f} s** (target <= 0.5 s)",
+        f"- overhead 2 nodes x 2 procs vs one torchrun with 4 procs: "
+        f"**{med['kubetrain run 2x2'] - med['torchrun 1x4']:+.2f} s** (target <= 0.5 s)",
+    ]
+    if "kubeflow SDK local func" in med:
+        lines.append(
+            f"- trivial function, Kubeflow SDK {KUBEFLOW_VERSION} local process backend vs "
+            f"`kubetrain.Client().train(func=...)`: "
+            f"**{med['kubeflow SDK local func'] / med['kubetrain Client func']:.1f}x** faster with kubetrain "
+            "(the SDK builds a virtualenv and pip-installs torch for every job)"
+        )
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if not opts.print_only:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _report import write_section
+
+        write_section("local_launch", text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,263 @@
+"""The Helm chart, rendered by Helm's own engine (helm-python-sdk binds Helm v4's Go SDK; no helm binary):
+lint, schema-validated values, every rendered object valid for Kubernetes, the same wiring as manifests/."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import kubetrain
+from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
+from kubetrain.k8s.webhook import names, webhook_configurations
+from tests.k8s.manifests.conftest import CHART, MANIFESTS, load_docs, schema_errors
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk (Helm's Go SDK) not installed")
+
+UPDATE = os.environ.get("KUBETRAIN_UPDATE_MANIFESTS") == "1"
+NS = "kubeflow-system"
+CERT_DIR = names.DEFAULT_CERT_DIR
+
+
+def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[dict[str, Any]]:
+    with helm.Chart.load(str(CHART)) as chart:
+        out = chart.render(values, name="kt", namespace=namespace)
+    docs: list[dict[str, Any]] = []
+    for path, text in sorted(out.items()):
+        if path.endswith(".yaml"):
+            docs += load_docs(text)
+    return docs
+
+
+def notes(values: dict[str, Any] | None = None, namespace: str = NS) -> str:
+    with helm.Chart.load(str(CHART)) as chart:
+        text: str = chart.render(values, name="kt", namespace=namespace)["kubetrain/templates/NOTES.txt"]
+    return text
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, len(found))
+    return found[0]
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    c: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return c
+
+
+# --- chart files ---
+
+
+def test_chart_crds_and_runtimes_are_copies_of_the_generated_ones() -> None:
+    expected: dict[Path, str] = {CHART / "crds" / crd_filename(c): dump_yaml([c]) for c in generate_crds()}
+    for entry in resources.files("kubetrain.runtimes").iterdir():
+        if entry.name.endswith(".yaml"):
+            expected[CHART / "files" / "runtimes" / entry.name] = entry.read_text(encoding="utf-8")
+    if UPDATE:
+        for path, text in expected.items():
+            path.write_text(text)
+    stale = sorted(
+        str(p.relative_to(CHART)) for p, t in expected.items() if not p.exists() or p.read_text() != t
+    )
+    extra = sorted(
+        str(p.relative_to(CHART))
+        for p in [*CHART.glob("crds/*.yaml"), *CHART.glob("files/runtimes/*.yaml")]
+        if p not in expected
+    )
+    assert (stale, extra) == ([], []), "regenerate: KUBETRAIN_UPDATE_MANIFESTS=1 pytest tests/k8s/manifests"
+
+
+def test_chart_version_is_ours() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == kubetrain.__version__
+
+
+@pytest.mark.parametrize(
+    "values", [None, {"webhook": {"certMode": "cert-manager"}}, {"runtimes": {"enabled": False}}]
+)
+def test_lint_is_clean(values: dict[str, Any] | None) -> None:
+    report = helm.lint(str(CHART), values, strict=True, kube_version="v1.37.0")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_values_schema_rejects_unknown_modes_and_keys() -> None:
+    with helm.Chart.load(str(CHART)) as chart:
+        chart.validate_schema({"webhook": {"certMode": "cert-manager"}})
+        with pytest.raises(helm.HelmError, match="certMode"):
+            chart.validate_schema({"webhook": {"certMode": "letsencrypt"}})
+        with pytest.raises(helm.HelmError):
+            chart.validate_schema({"replica": 2})
+        with pytest.raises(helm.HelmError):
+            chart.render({"replicas": 0}, name="kt", namespace=NS)
+
+
+# --- default render ---
+
+
+@pytest.fixture(scope="module")
+def default() -> list[dict[str, Any]]:
+    return render()
+
+
+def test_default_render_is_valid_for_kubernetes(default: list[dict[str, Any]]) -> None:
+    for doc in default:
+        assert schema_errors(doc) == [], f"{doc['kind']} {doc['metadata']['name']}"
+
+
+def test_default_render_matches_the_kustomize_install(default: list[dict[str, Any]]) -> None:
+    """Same objects as manifests/ (minus the Namespace, which Helm's --create-namespace owns)."""
+    kustomize: list[dict[str, Any]] = []
+    for p in MANIFESTS.rglob("*.yaml"):
+        if p.name != "kustomization.yaml" and p.parent.name != "crds":
+            kustomize += load_docs(p.read_text())
+    want = sorted((d["kind"], d["metadata"]["name"]) for d in kustomize if d["kind"] != "Namespace")
+    got = sorted((d["kind"], d["metadata"]["name"]) for d in default)
+    assert got == want
+
+
+def test_webhooks_match_the_generated_configurations(default: list[dict[str, Any]]) -> None:
+    for expected in webhook_configurations(names.DEFAULT_SERVICE, NS):
+        rendered = one(default, expected["kind"])
+        assert rendered["metadata"]["name"] == expected["metadata"]["name"]
+        assert rendered["webhooks"] == expected["webhooks"]
+        assert "annotations" not in rendered["metadata"]  # self-signed: the operator injects the caBundle
+
+
+def test_rbac_matches_manifests(default: list[dict[str, Any]]) -> None:
+    for name, kind, file in (
+        ("kubetrain-operator", "ClusterRole", "cluster_role.yaml"),
+        ("kubetrain-leader-election", "Role", "leader_election_role.yaml"),
+        ("kubeflow-trainer-public", "Role", "public_role.yaml"),
+    ):
+        (expected,) = load_docs((MANIFESTS / "rbac" / file).read_text())
+        assert one(default, kind, name)["rules"] == expected["rules"], name
+    binding = one(default, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kubetrain-operator", "namespace": NS}]
+
+
+def test_deployment_matches_manifests(default: list[dict[str, Any]]) -> None:
+    (dep,) = load_docs((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    expected = dep["spec"]["template"]["spec"]["containers"][0]
+    got = container(default)
+    for key in (
+        "args",
+        "env",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "securityContext",
+        "volumeMounts",
+        "resources",
+    ):
+        assert got[key] == expected[key], key
+    assert got["image"] == f"ghcr.io/kubetrain/kubetrain:{kubetrain.__version__}"
+    svc = one(default, "Service")
+    pod_labels = one(default, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_runtimes_and_public_configmap(default: list[dict[str, Any]]) -> None:
+    runtimes = [d for d in default if d["kind"] == "ClusterTrainingRuntime"]
+    shipped = sorted(p.stem for p in (CHART / "files" / "runtimes").glob("*.yaml"))
+    assert sorted(r["metadata"]["name"] for r in runtimes) == sorted(
+        yaml.safe_load((CHART / "files" / "runtimes" / f"{s}.yaml").read_text())["metadata"]["name"]
+        for s in shipped
+    )
+    for r in runtimes:
+        assert r["metadata"]["labels"]["trainer.kubeflow.org/webhook-validation"] == "disabled"
+        assert "namespace" not in r["metadata"]
+    cm = one(default, "ConfigMap", "kubeflow-trainer-public")
+    assert cm["data"]["kubeflow_trainer_version"] == kubetrain.__version__
+
+
+# --- values ---
+
+
+def test_operator_knobs_reach_the_deployment() -> None:
+    docs = render(
+        {
+            "replicas": 3,
+            "image": {"repository": "registry.example/kt", "tag": "dev", "pullPolicy": "Always"},
+            "operator": {"qps": 20, "burst": 40, "concurrency": 8},
+            "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "2Gi"}},
+            "nodeSelector": {"pool": "system"},
+        }
+    )
+    dep = one(docs, "Deployment")
+    c = container(docs)
+    assert dep["spec"]["replicas"] == 3
+    assert (c["image"], c["imagePullPolicy"]) == ("registry.example/kt:dev", "Always")
+    assert {"--qps=20", "--burst=40", "--concurrency=8"} <= set(c["args"])
+    # Helm coalesces maps: keys not overridden keep the chart's defaults.
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "system"}
+    for doc in docs:
+        assert schema_errors(doc) == []
+
+
+def test_runtimes_off_and_validation_label_off() -> None:
+    assert not [d for d in render({"runtimes": {"enabled": False}}) if d["kind"] == "ClusterTrainingRuntime"]
+    labelled = [
+        d
+        for d in render({"runtimes": {"disableWebhookValidation": False}})
+        if d["kind"] == "ClusterTrainingRuntime"
+    ]
+    assert labelled and all(
+        "trainer.kubeflow.org/webhook-validation" not in d["metadata"]["labels"] for d in labelled
+    )
+
+
+def test_public_configmap_can_be_left_out() -> None:
+    docs = render({"publicConfigMap": {"enabled": False}})
+    assert not [d for d in docs if d["metadata"]["name"] == "kubeflow-trainer-public"]
+
+
+def test_cert_manager_mode() -> None:
+    docs = render({"webhook": {"certMode": "cert-manager"}})
+    issuer = one(docs, "Issuer")
+    cert = one(docs, "Certificate")
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert cert["spec"] == {
+        "secretName": names.DEFAULT_SECRET,
+        "dnsNames": [f"kubetrain-operator.{NS}.svc", f"kubetrain-operator.{NS}.svc.cluster.local"],
+        "issuerRef": {"name": "kubetrain-selfsigned", "kind": "Issuer"},
+    }
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        assert one(docs, kind)["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": f"{NS}/{names.DEFAULT_SECRET}"
+        }
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["KUBETRAIN_WEBHOOK_CERT_MODE"] == "cert-manager"
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == CERT_DIR)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == names.DEFAULT_SECRET
+    # cert-manager injects the caBundle, so the operator needs no access to webhook configurations.
+    role = one(docs, "ClusterRole")
+    assert not [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
+    for doc in docs:
+        assert schema_errors(doc) == []
+
+
+def test_cert_manager_with_an_existing_issuer() -> None:
+    ref = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    docs = render({"webhook": {"certMode": "cert-manager", "certManager": {"issuerRef": ref}}})
+    assert not [d for d in docs if d["kind"] == "Issuer"]
+    assert one(docs, "Certificate")["spec"]["issuerRef"] == ref
+
+
+def test_other_namespace_is_used_everywhere_and_the_sdk_hint_shows() -> None:
+    docs = render(namespace="ml-platform")
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "ConfigMap"):
+            assert doc["metadata"]["namespace"] == "ml-platform"
+    for hook in one(docs, "ValidatingWebhookConfiguration")["webhooks"]:
+        assert hook["clientConfig"]["service"]["namespace"] == "ml-platform"
+    assert "KUBEFLOW_SYSTEM_NAMESPACE=ml-platform" in notes(namespace="ml-platform")
+    assert "KUBEFLOW_SYSTEM_NAMESPACE" not in notes()
