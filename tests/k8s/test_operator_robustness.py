@@ -250,8 +250,8 @@ def test_a_new_trainjob_is_not_queued_behind_a_restart_relist() -> None:
             await env.client.create(torch_runtime())
             for i in range(40):
                 await env.client.create(trainjob(f"old{i}"))
-            # A slow operator (2 requests/s after a burst of 2) makes the backlog of the initial list last.
-            async with running_operator(env, qps=2, burst=2, concurrency=1):
+            # A slow operator (5 requests/s once start-up has used its burst) makes the relist backlog last.
+            async with running_operator(env, qps=5, burst=20, concurrency=1):
                 await env.client.create(trainjob("fresh"))
                 await wait_for(lambda: env.find("jobsets", "fresh", group=JS), timeout=30, what="fresh JobSet")
                 done_before = [j["metadata"]["name"] for j in env.items("jobsets", JS)]

@@ -24,11 +24,12 @@ from kubetrain.api import (
     TrainJob,
 )
 from kubetrain.api import constants as C
+from kubetrain.api.loader import load_text
 from kubetrain.api.views import Event, StepView, TrainJobDetails
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
 from kubetrain.local import paths, pods, reaper, status
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
-from kubetrain.runtimes import builtin_runtimes
+from kubetrain.runtimes import builtin_runtimes, builtin_yaml
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
@@ -124,7 +125,9 @@ class LocalBackend:
                 )
         return applied
 
-    def runtimes(self) -> list[AnyRuntime]:
+    def runtimes(self, only: str | None = None) -> list[AnyRuntime]:
+        """Applied runtimes, then the built-in ones they do not shadow. With ``only``, built-ins are parsed
+        just for that name when it is one (parsing all of them is most of a launch's CPU time)."""
         stored: list[AnyRuntime] = []
         for m in self.store.list_objects(RUNTIME_KINDS):
             model = (
@@ -132,7 +135,17 @@ class LocalBackend:
             )
             stored.append(model.model_validate(m))
         names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
-        return stored + [r for r in builtin_runtimes() if (r.kind, "", r.name) not in names]
+        builtins: list[AnyRuntime] = []
+        text = builtin_yaml(only) if only else None
+        if text is not None:
+            builtins += [
+                o
+                for o in load_text(text, f"kubetrain/runtimes/{only}.yaml").objects
+                if isinstance(o, ClusterTrainingRuntime)
+            ]
+        elif only is None or not any(r.name == only for r in stored):
+            builtins += builtin_runtimes()  # all of them: resolve_runtime suggests near names from these
+        return stored + [r for r in builtins if (r.kind, "", r.name) not in names]
 
     def submit(self, manifest: dict[str, Any], *, namespace: str, workdir: str, detach: bool) -> str:
         """Validate, compile and record a TrainJob; with ``detach`` also start its supervisor process."""
@@ -152,7 +165,7 @@ class LocalBackend:
                     f"`kubetrain delete trainjob {tj.name}` first"
                 )
             return self._update_running(existing, tj)
-        runtime, result = resolve_runtime(tj, self.runtimes())
+        runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
         result.extend(validate_trainjob(tj, runtime))
         if not result.ok:
             raise InvalidObjectError(result.errors)

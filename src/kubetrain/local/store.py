@@ -89,6 +89,8 @@ class Store:
         self.path = path or paths.db_path()
         self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA busy_timeout=30000")
+        # WAL + NORMAL: no fsync per commit (the supervisor commits on every pod transition); still crash-safe.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         # Switching to WAL takes an exclusive lock that ignores the busy timeout; concurrent first opens retry.
         for attempt in range(200):
             try:

@@ -128,7 +128,7 @@ class Operator:
         if type_ == "DELETED":
             self.reconciler.first_seen.pop(key, None)
             return
-        self.queue.add(key, HIGH)
+        self.queue.add(key, LOW if initial else HIGH)
 
     def _on_owned(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
         key = controller_owner(obj)

@@ -10,9 +10,9 @@ Phases, all in one run:
      the JobSet's ADDED watch event; the burst time is compared with what the operator's QPS limit allows for
      the requests it actually sent (read from its /metrics).
 
-    python bench/operator.py                       # 1,000 TrainJobs against the fake
-    python bench/operator.py -n 200 --qps 50       # smaller
-    python bench/operator.py --kubeconfig kc.yaml  # a real API server
+    python bench/operator_burst.py                       # 1,000 TrainJobs against the fake
+    python bench/operator_burst.py -n 200 --qps 50       # smaller
+    python bench/operator_burst.py --kubeconfig kc.yaml  # a real API server
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ async def bench(args: argparse.Namespace) -> str:
     target = "fake API server (in-memory, HTTP on 127.0.0.1)" if fake else f"API server {config.server}"
     p99_idle_ms = pct(idle, 99) * 1000
     lines = [
-        "## Operator (`bench/operator.py`)",
+        "## Operator (`bench/operator_burst.py`)",
         "",
         f"`kubetrain operator` as a subprocess against the {target}; {args.n:,} TrainJobs (torch, 2 nodes) created "
         f"with 32 in flight; operator QPS {args.qps:g} / burst {args.burst}, concurrency {args.concurrency}. "
