@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import constants as c
+from kubetrain.api.errors import Finding
+from kubetrain.api.meta import EnvVar
 from kubetrain.compiler.merge import upsert
 
 Obj = dict[str, Any]
@@ -40,3 +42,12 @@ def add_mount(container: Obj, name: str, path: str, read_only: bool | None = Non
 
 def add_volume(pod_spec: Obj, volume: Obj) -> None:
     upsert(pod_spec.setdefault("volumes", []), volume)
+
+
+def reserved_env(env: list[EnvVar] | None, reserved: set[str] | tuple[str, ...], fix: str) -> list[Finding]:
+    """Upstream's single finding listing every reserved name the TrainJob tried to set."""
+    names = sorted({x.name for x in env or [] if x.name in reserved})
+    if not names:
+        return []
+    message = f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]"
+    return [Finding("spec.trainer.env", message, fix)]

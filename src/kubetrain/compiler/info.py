@@ -8,6 +8,7 @@ into an object.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,11 +116,11 @@ class Info:
         return gpu_count(self.effective_resources())
 
 
-def gpu_count(resources: Obj) -> int:
-    """The first resource whose name contains ``gpu``: its request, else its limit."""
+def _first_count(resources: Obj, matches: Callable[[str], bool]) -> int:
+    """The first non-zero matching quantity, requests before limits, rounded up; 0 when there is none."""
     for section in ("requests", "limits"):
         for key, raw in (resources.get(section) or {}).items():
-            if "gpu" in key.lower():
+            if matches(key):
                 try:
                     n = Quantity.parse(raw).ceil()
                 except QuantityError:
@@ -129,18 +130,14 @@ def gpu_count(resources: Obj) -> int:
     return 0
 
 
+def gpu_count(resources: Obj) -> int:
+    """The first resource whose name contains ``gpu``: its request, else its limit."""
+    return _first_count(resources, lambda key: "gpu" in key.lower())
+
+
 def cpu_count(resources: Obj) -> int:
     """CPU request if non-zero, else limit, rounded up (``2500m`` -> 3); 0 when neither is set."""
-    for section in ("requests", "limits"):
-        raw = (resources.get(section) or {}).get("cpu")
-        if raw is not None:
-            try:
-                n = Quantity.parse(raw).ceil()
-            except QuantityError:
-                n = 0
-            if n:
-                return n
-    return 0
+    return _first_count(resources, lambda key: key == "cpu")
 
 
 def pod_requests(pod_spec: Obj) -> dict[str, Quantity]:

@@ -185,12 +185,6 @@ class MPI:
                 f"must be an integer for MPI runtimes, got {tj.num_proc_per_node!r}",
                 "set the number of MPI slots per node, e.g. numProcPerNode: 2",
             )
-        reserved = set(reserved_env(implementation(info)))
-        names = sorted({x.name for x in (tj.env if tj else None) or [] if x.name in reserved})
-        if names:
-            result.error(
-                "spec.trainer.env",
-                f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
-                "remove them: the MPI runtime sets them from the hostfile",
-            )
+        result.add(e.reserved_env(tj.env if tj else None, reserved_env(implementation(info)),
+                                  "remove them: the MPI runtime sets them from the hostfile"))
         return result

@@ -26,6 +26,10 @@ def min_resources(info: Info) -> dict[str, str]:
     return {k: q.format() for k, q in sum_requests(parts).items()}
 
 
+def pod_group(info: Info, api_version: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": object_meta(info, info.name), "spec": spec}
+
+
 class Coscheduling:
     name = "CoScheduling"
 
@@ -40,14 +44,7 @@ class Coscheduling:
         timeout = info.pod_group_policy.coscheduling.schedule_timeout_seconds
         spec: dict[str, Any] = {"minMember": min_member(info), "minResources": min_resources(info)}
         spec["scheduleTimeoutSeconds"] = 60 if timeout is None else timeout
-        return [
-            {
-                "apiVersion": c.COSCHEDULING_API_VERSION,
-                "kind": "PodGroup",
-                "metadata": object_meta(info, info.name),
-                "spec": spec,
-            }
-        ]
+        return [pod_group(info, c.COSCHEDULING_API_VERSION, spec)]
 
 
 class Volcano:
@@ -80,14 +77,7 @@ class Volcano:
                 "mode": nt.mode or "hard",
                 "highestTierAllowed": 1 if nt.highest_tier_allowed is None else nt.highest_tier_allowed,
             }
-        return [
-            {
-                "apiVersion": c.VOLCANO_API_VERSION,
-                "kind": "PodGroup",
-                "metadata": object_meta(info, info.name),
-                "spec": spec,
-            }
-        ]
+        return [pod_group(info, c.VOLCANO_API_VERSION, spec)]
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()

@@ -108,13 +108,8 @@ class Torch:
         reserved = set(c.TORCH_RESERVED_ENV)
         if policy.elastic_policy is not None:
             reserved |= set(c.TORCH_ELASTIC_RESERVED_ENV)
-        names = sorted({x.name for x in (tj.env if tj else None) or [] if x.name in reserved})
-        if names:
-            result.error(
-                "spec.trainer.env",
-                f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]",
-                "remove them: the torch runtime sets them from numNodes/numProcPerNode",
-            )
+        result.add(e.reserved_env(tj.env if tj else None, reserved,
+                                  "remove them: the torch runtime sets them from numNodes/numProcPerNode"))
         for target in (policy.env_injection.targets if policy.env_injection else None) or []:
             ps = info.by_name(target.job_name)
             for cname in target.container_names:
