@@ -9,10 +9,10 @@ STAMP := $(VENV)/.installed
 
 # Debian packages the local backend uses: OpenMPI for real mpirun, bubblewrap for per-pod mount namespaces.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux >/dev/null; \
+	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux, slirp4netns (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux slirp4netns >/dev/null; \
 	  else \
 	    echo "note: mpirun/bwrap missing and not root; MPI and mount-namespace features will be skipped"; \
 	  fi; \

@@ -26,7 +26,7 @@ pytestmark = [
 
 def test_quickstart_trains_2_nodes_x_2_procs_and_completes(tmp_path: Path) -> None:
     env = {**os.environ, "KUBETRAIN_HOME": str(tmp_path / "home")}
-    r = subprocess.run(
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -35,12 +35,18 @@ def test_quickstart_trains_2_nodes_x_2_procs_and_completes(tmp_path: Path) -> No
             "-f",
             str(ROOT / "examples/quickstart/trainjob.yaml"),
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
-        timeout=300,
-        check=False,
     )
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # SIGTERM: the supervisor stops its pods and removes its network namespace
+        out, err = proc.communicate(timeout=60)
+        pytest.fail(f"quickstart did not finish in 300 s:\n{out}\n{err}")
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "training on 4 processes (2 nodes)" in r.stdout
     losses = [float(x) for x in re.findall(r"epoch \d+/5 loss ([0-9.]+)", r.stdout)]

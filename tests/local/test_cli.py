@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.local import namespaces
+
 from .conftest import container, needs_namespaces, py, rjob, runtime, trainjob
 
 pytestmark = needs_namespaces
@@ -21,7 +23,14 @@ KUBETRAIN = [sys.executable, "-m", "kubetrain.cli.main"]
 
 
 def kt(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([*KUBETRAIN, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.Popen([*KUBETRAIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # never SIGKILL a supervisor: SIGTERM lets it stop its pods and clean up
+        out, err = proc.communicate(timeout=60)
+        raise AssertionError(f"kubetrain {' '.join(args)} timed out:\n{out}\n{err}") from None
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check and r.returncode != 0:
         raise AssertionError(f"kubetrain {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
@@ -52,6 +61,11 @@ def wait_for(pred: Any, timeout: float = 60) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
+
+
+def netns_path(tj: dict[str, Any]) -> Path:
+    meta = tj["metadata"]
+    return namespaces.NETNS_DIR / namespaces.netns_name(meta["namespace"], meta["name"], meta["uid"])
 
 
 def get_json(name: str) -> dict[str, Any]:
@@ -129,8 +143,10 @@ def test_sigterm_to_run_leaves_no_process_and_records_failed(kt_home: Path, tmp_
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert pids_with(marker) == []
-    cond = get_json("term")["status"]["conditions"][-1]
+    tj = get_json("term")
+    cond = tj["status"]["conditions"][-1]
     assert (cond["type"], cond["reason"]) == ("Failed", "SupervisorTerminated")
+    assert not netns_path(tj).exists()
 
 
 def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
@@ -154,8 +170,10 @@ def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
     listing = kt("get", "trainjobs", "-o", "wide").stdout
     assert "Failed" in listing and "SupervisorLost" not in listing  # the reason shows in describe
     assert pids_with(marker) == []
-    cond = get_json("k9")["status"]["conditions"][-1]
+    tj = get_json("k9")
+    cond = tj["status"]["conditions"][-1]
     assert (cond["type"], cond["reason"]) == ("Failed", "SupervisorLost")
+    assert not netns_path(tj).exists()
     desc = kt("describe", "trainjob", "k9").stdout
     assert "SupervisorLost" in desc
 
@@ -180,3 +198,12 @@ def test_apply_runs_detached_and_delete_stops_every_process(kt_home: Path, tmp_p
 def test_every_verb_has_help_with_an_example(verb: str) -> None:
     out = kt(verb, "--help").stdout
     assert "Examples:" in out and f"kubetrain {verb}" in out
+
+
+def test_logs_follow_streams_until_the_trainjob_finishes(kt_home: Path, tmp_path: Path) -> None:
+    code = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.3)"
+    rt = runtime("ticker", [rjob("node", [container(py(code))], ancestor="trainer")])
+    kt("apply", "-f", write(tmp_path / "ticker.yaml", rt, trainjob("ticker", "ticker")))
+    out = kt("logs", "ticker", "-f", timeout=60).stdout
+    assert out.splitlines() == ["tick 0", "tick 1", "tick 2"]
+    assert get_json("ticker")["status"]["conditions"][-1]["type"] == "Complete"

@@ -21,7 +21,7 @@ t = torch.tensor([float(rank)])
 dist.all_reduce(t)
 print(f"rank={rank} world={world} sum={int(t.item())} node={os.environ['PET_NODE_RANK']}", flush=True)
 dist.barrier()
-dist.destroy_process_group()
+os._exit(0)  # skip gloo teardown, which can abort when peers on another node have exited (see the quickstart)
 """
 
 MPI_SCRIPT = """
@@ -112,6 +112,8 @@ for step in range(3):
         time.sleep(60)
     time.sleep(0.2)
 print(f"finished rank={rank} world={dist.get_world_size()}", flush=True)
+dist.barrier()
+os._exit(0)
 """
 
 ELASTIC_RUNTIME = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import socket
 import threading
 from pathlib import Path
 
@@ -288,3 +290,87 @@ def test_running_the_same_trainjob_twice_is_refused(backend: LocalBackend, tmp_p
     backend.apply([rt, trainjob("twice", "sleepy")], namespace="default", workdir=str(tmp_path), detach=False)
     with pytest.raises(KubetrainError, match="already running"):
         backend.apply([trainjob("twice", "sleepy")], namespace="default", workdir=str(tmp_path), detach=False)
+
+
+def test_gpus_are_handed_out_per_pod_with_cuda_visible_devices(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_GPUS", "2")  # pretend two GPUs; nothing here touches a real device
+    gpu = container(
+        py("import os; print('gpus=' + os.environ['CUDA_VISIBLE_DEVICES'])"),
+        resources={"limits": {"nvidia.com/gpu": 1}},
+    )
+    none = container(py("import os; print('gpus=' + repr(os.environ['CUDA_VISIBLE_DEVICES']))"), name="cpu")
+    rt = runtime(
+        "gpus",
+        [rjob("node", [gpu], ancestor="trainer", parallelism=2), rjob("cpu", [none])],
+    )
+    st = run_to_end(backend, [rt, trainjob("gpus", "gpus")], tmp_path)
+    assert condition(st, "Complete") is not None, st
+    seen = {
+        s: "\n".join(backend.logs("gpus", "default", step=s, follow=False))
+        for s in ("node-0-0", "node-0-1", "cpu-0-0")
+    }
+    assert sorted([seen["node-0-0"], seen["node-0-1"]]) == ["gpus=0", "gpus=1"]
+    assert seen["cpu-0-0"] == "gpus=''"
+
+
+@pytest.mark.skipif(
+    shutil.which("slirp4netns") is None, reason="slirp4netns not installed (make system-deps)"
+)
+def test_pods_reach_the_hosts_network_through_outbound_nat(backend: LocalBackend, tmp_path: Path) -> None:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outbound interface address
+        host_ip = probe.getsockname()[0]
+    finally:
+        probe.close()
+    if host_ip.startswith("127."):
+        pytest.skip("this machine has no non-loopback address")
+    server = socket.create_server((host_ip, 0))
+    port = server.getsockname()[1]
+    accepted: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            accepted.append(conn.recv(16))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    code = f"import socket\nsocket.create_connection(({host_ip!r}, {port}), timeout=10).sendall(b'from pod')"
+    rt = runtime("outbound", [rjob("node", [container(py(code))], ancestor="trainer")])
+    st = run_to_end(backend, [rt, trainjob("outbound", "outbound")], tmp_path)
+    t.join(10)
+    server.close()
+    assert condition(st, "Complete") is not None, st
+    assert accepted == [b"from pod"]
+
+
+def test_jobset_the_local_backend_cannot_run_fails_with_the_field(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    from kubetrain.local.supervisor import supervise
+
+    r = rjob("node", [container(py("print(1)"))], ancestor="trainer")
+    r["template"]["spec"]["completionMode"] = "NonIndexed"
+    backend.apply(
+        [runtime("nonidx", [r]), trainjob("nonidx", "nonidx")],
+        namespace="default",
+        workdir=str(tmp_path),
+        detach=False,
+    )
+    with pytest.raises(KubetrainError, match=r"completionMode: only Indexed is supported locally"):
+        supervise(backend.store, "default", "nonidx", install_signals=False)
+    failed = backend.get_trainjob("nonidx", "default").condition("Failed")
+    assert failed is not None and failed.reason == "PodStartFailed"
+
+
+def test_without_namespaces_nothing_runs_and_the_error_says_why(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kubetrain.local.namespaces.os.geteuid", lambda: 1000)
+    rt = runtime("any-rt", [rjob("node", [container(py("print(1)"))], ancestor="trainer")])
+    with pytest.raises(KubetrainError, match=r"needs root .* network namespace per TrainJob"):
+        backend.apply([rt, trainjob("nope", "any-rt")], namespace="default", workdir=str(tmp_path))
+    assert backend.list_trainjobs("default") == []

@@ -243,6 +243,39 @@ class TestSandboxRoot:
         assert argv[-2:] == ["--", "true"]
         assert not os.path.exists("/etc/kubetrain-test-does-not-exist")
 
+    def test_symlinked_destination_is_mounted_inside_the_sandbox_not_through_the_link(
+        self, tmp_path: Path
+    ) -> None:
+        target = tmp_path / "real"
+        target.write_text("host file")
+        (tmp_path / "link").symlink_to(target)
+        argv = namespaces.bwrap_argv(
+            netns="n",
+            hostname="h",
+            binds=[],
+            hosts_file="/dev/null",
+            chdir="/",
+            command=["true"],
+            resolv_conf=str(tmp_path / "resolv"),
+        )
+        argv2 = namespaces.bwrap_argv(
+            netns="n",
+            hostname="h",
+            binds=[namespaces.Bind(str(tmp_path / "src"), str(tmp_path / "link"))],
+            hosts_file="/dev/null",
+            chdir="/",
+            command=["true"],
+        )
+        assert ["--ro-bind", str(tmp_path / "resolv"), "/etc/resolv.conf"] == argv[
+            argv.index("/etc/resolv.conf") - 2 : argv.index("/etc/resolv.conf") + 1
+        ]
+        pairs = [argv2[j : j + 2] for j in range(len(argv2))]
+        assert ["--tmpfs", str(tmp_path)] in pairs  # the link's directory is rebuilt inside the sandbox
+        assert ["--symlink", str(target), str(tmp_path / "link")] not in [
+            argv2[j : j + 3] for j in range(len(argv2))
+        ]
+        assert target.read_text() == "host file"
+
     def test_existing_mount_point_does_not_shadow(self, tmp_path: Path) -> None:
         argv = namespaces.bwrap_argv(
             netns="n",

@@ -436,7 +436,7 @@ def _follow_remote(backend: Backend, name: str, namespace: str, quiet: bool) -> 
 
 def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespace: str, quiet: bool) -> int:
     from kubetrain.local.backend import LocalBackend, LogTailer
-    from kubetrain.local.supervisor import Supervisor, configure_logging
+    from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
 
     configure_logging()
     try:
@@ -444,9 +444,13 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
         if others:
             print_applied(backend.apply(others, namespace=namespace))
         name = backend.submit(tj.to_wire(), namespace=namespace, workdir=workdir, detach=False)
-        ns = tj.metadata.namespace or namespace
+    except KubetrainError as exc:
+        fail(str(exc))
+    ns = tj.metadata.namespace or namespace
+    try:
         sup = Supervisor(backend.store, ns, name)
     except KubetrainError as exc:
+        record_start_failure(backend.store, ns, name, str(exc))
         fail(str(exc))
     result: dict[str, Any] = {}
     errors: list[BaseException] = []
@@ -469,7 +473,10 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
         f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
         f"environment {sys.prefix} (see docs/local.md to map images)[/]"
     )
-    interactive = console.is_terminal
+    out_console = Console(highlight=False)
+    # The live step table and the log lines share the terminal only when both go to it; otherwise (logs piped)
+    # the logs stay plain on stdout and step changes are printed as lines on stderr.
+    interactive = console.is_terminal and out_console.is_terminal
     seen: dict[str, str] = {}
 
     def progress() -> Table:
@@ -492,15 +499,19 @@ def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespa
                 seen[p.name] = p.state
                 console.print(f"[dim]step {p.name}: {p.state}[/]")
 
-    def emit(lines: list[str]) -> None:
-        if not quiet:
-            for line in lines:
+    def emit(lines: list[str], live: Live | None = None) -> None:
+        if quiet:
+            return
+        for line in lines:
+            if live is not None:
+                live.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            else:
                 click.echo(line)
 
     if interactive:
-        with Live(progress(), console=console, refresh_per_second=4, transient=True) as live:
+        with Live(progress(), console=out_console, refresh_per_second=4, transient=True) as live:
             while worker.is_alive():
-                emit(tailer.poll())
+                emit(tailer.poll(), live)
                 live.update(progress())
                 worker.join(0.1)
     else:

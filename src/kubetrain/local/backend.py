@@ -27,7 +27,7 @@ from kubetrain.api import constants as C
 from kubetrain.api.loader import load_text
 from kubetrain.api.views import Event, StepView, TrainJobDetails
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
-from kubetrain.local import paths, pods, reaper, status
+from kubetrain.local import namespaces, paths, pods, reaper, status
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
 
@@ -149,6 +149,7 @@ class LocalBackend:
 
     def submit(self, manifest: dict[str, Any], *, namespace: str, workdir: str, detach: bool) -> str:
         """Validate, compile and record a TrainJob; with ``detach`` also start its supervisor process."""
+        namespaces.check_available()  # before recording anything: a TrainJob that cannot run is not created
         try:
             tj = TrainJob.model_validate(manifest)
         except ValidationError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import select
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -89,10 +90,11 @@ def _ancestors(path: str) -> list[str]:
 
 
 def _shadowed(binds: list[Bind]) -> set[str]:
-    """Host directories that must be rebuilt as tmpfs because a mount point has to be created inside them."""
+    """Host directories that must be rebuilt as tmpfs because a mount point has to be created inside them
+    (the destination does not exist, or is a symlink, which a bind would follow out of the sandbox)."""
     shadow: set[str] = set()
     for b in binds:
-        if os.path.lexists(b.dest):
+        if os.path.lexists(b.dest) and not os.path.islink(b.dest):
             continue
         anc = [a for a in _ancestors(b.dest)[:-1] if os.path.isdir(a) and not os.path.islink(a)]
         if anc and anc[-1] not in _SPECIAL:
@@ -100,21 +102,21 @@ def _shadowed(binds: list[Bind]) -> set[str]:
     return shadow
 
 
-def _emit_dir(d: str, shadow: set[str], out: list[str]) -> None:
+def _emit_dir(d: str, shadow: set[str], skip: set[str], out: list[str]) -> None:
     try:
         entries = sorted(os.listdir(d))
     except OSError:
         return
     for e in entries:
         p = os.path.join(d, e)
-        if d == "/" and p in _SPECIAL:
+        if (d == "/" and p in _SPECIAL) or p in skip:
             continue
         if os.path.islink(p):
             out += ["--symlink", os.readlink(p), p]
         elif p in shadow:
             st = os.stat(p)
             out += ["--perms", f"{st.st_mode & 0o7777:04o}", "--tmpfs", p]
-            _emit_dir(p, shadow, out)
+            _emit_dir(p, shadow, skip, out)
         elif os.path.isdir(p) or os.path.isfile(p):
             out += ["--dev-bind", p, p]
 
@@ -127,14 +129,21 @@ def bwrap_argv(
     hosts_file: str,
     chdir: str,
     command: list[str],
+    resolv_conf: str | None = None,
 ) -> list[str]:
     argv = ["nsenter", f"--net={NETNS_DIR / netns}", "--", "bwrap"]
+    files = [Bind(hosts_file, "/etc/hosts", True)]
+    if resolv_conf is not None:
+        files.append(Bind(resolv_conf, "/etc/resolv.conf", True))
+    everything = files + binds
+    shadow = _shadowed(everything)
+    # Symlinked destinations inside a rebuilt directory are left out so the bind lands on the sandbox's tmpfs.
+    skip = {b.dest for b in everything if os.path.islink(b.dest) and os.path.dirname(b.dest) in shadow}
     root: list[str] = []
-    _emit_dir("/", _shadowed(binds), root)
+    _emit_dir("/", shadow, skip, root)
     argv += root
     argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", "--ro-bind", "/sys", "/sys"]
-    argv += ["--ro-bind", hosts_file, "/etc/hosts"]
-    for b in sorted(binds, key=lambda b: len(Path(b.dest).parts)):
+    for b in sorted(everything, key=lambda b: len(Path(b.dest).parts)):
         argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]
     argv += [
         "--unshare-pid",
@@ -148,3 +157,61 @@ def bwrap_argv(
         "--",
     ]
     return argv + command
+
+
+# slirp4netns's fixed addresses: the gateway NATs to the host's network, 10.0.2.3 forwards DNS.
+SLIRP_DNS = "10.0.2.3"
+
+
+@dataclass
+class Outbound:
+    """User-mode NAT from a TrainJob's network namespace to the host's network (internet for initializers)."""
+
+    proc: subprocess.Popen[bytes]
+    exit_w: int
+
+    def stop(self) -> None:
+        os.close(self.exit_w)  # slirp4netns exits when this pipe closes, also if the supervisor is killed
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_outbound(ns: str, timeout: float = 10.0) -> Outbound | None:
+    """Attach slirp4netns to ``ns``; ``None`` when it is not installed (pods then only reach each other)."""
+    exe = shutil.which("slirp4netns")
+    if exe is None:
+        return None
+    ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    os.set_inheritable(exit_w, False)
+    argv = [
+        exe,
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        "--netns-type=path",
+        f"--ready-fd={ready_w}",
+        f"--exit-fd={exit_r}",
+        str(NETNS_DIR / ns),
+        "tap0",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        pass_fds=(ready_w, exit_r),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    os.close(ready_w)
+    os.close(exit_r)
+    ready, _, _ = select.select([ready_r], [], [], timeout)
+    ok = bool(ready) and os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
+    if not ok:
+        os.close(exit_w)
+        proc.kill()
+        err = proc.communicate(timeout=5)[1].decode(errors="replace").strip()
+        raise NamespaceError(f"slirp4netns could not give {ns} outbound network: {err or 'timed out'}")
+    return Outbound(proc, exit_w)

@@ -132,6 +132,7 @@ class PodContext:
     mpi: bool
     rsh_port: int
     extra_env: dict[str, str] = field(default_factory=dict)
+    resolv_conf: str | None = None  # DNS through the TrainJob's outbound NAT, when there is one
 
 
 def _is_sshd(argv: list[str]) -> bool:
@@ -172,7 +173,7 @@ def prepare_container(
             # The runtime's sshd is replaced by the local transport, which also answers the tcp readiness probe.
             argv = serve
         elif argv:
-            argv = ["/bin/sh", "-c", f'{shlex.join(serve)} & exec "$@"', "kubetrain-pod", *argv]
+            argv = ["/bin/sh", "-c", f'{shlex.join(serve)} --quiet & exec "$@"', "kubetrain-pod", *argv]
     if not argv:
         raise PodError(
             f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
@@ -197,6 +198,7 @@ def start_container(
         binds=binds,
         hosts_file=ctx.hosts_file,
         chdir=container.spec.get("workingDir") or ctx.workdir,
+        resolv_conf=ctx.resolv_conf,
         command=container.argv,
     )
     # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.

@@ -60,8 +60,11 @@ def _handle(conn: socket.socket) -> None:
 
         def pump(stream: object, kind: int) -> None:
             assert hasattr(stream, "read1")
-            while chunk := stream.read1(65536):
-                _send(conn, lock, kind, chunk)
+            try:
+                while chunk := stream.read1(65536):
+                    _send(conn, lock, kind, chunk)
+            except OSError:
+                pass  # client gone: watch_peer stops the command
 
         def watch_peer() -> None:
             # The client going away (mpirun killed) must take the remote daemon down, as ssh would.
@@ -89,15 +92,24 @@ def _handle(conn: socket.socket) -> None:
             pass
 
 
-def serve(port: int) -> None:
+def _handle_quietly(conn: socket.socket) -> None:
+    try:
+        _handle(conn)
+    except OSError:
+        pass  # the client went away (mpirun finished or was killed); its remote command was already stopped
+
+
+def serve(port: int, *, quiet: bool = False) -> None:
     host = socket.gethostname()
     addr = socket.gethostbyname(host)
     srv = socket.create_server((addr, port), reuse_port=False)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    print(f"kubetrain-rsh: serving {host} ({addr}:{port}) in place of sshd", flush=True)
+    if not quiet:
+        # In a pod that runs its own command (the launcher) the banner could split that command's output lines.
+        print(f"kubetrain-rsh: serving {host} ({addr}:{port}) in place of sshd", flush=True)
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=_handle, args=(conn,), daemon=True).start()
+        threading.Thread(target=_handle_quietly, args=(conn,), daemon=True).start()
 
 
 def client(argv: list[str]) -> int:
@@ -147,7 +159,7 @@ def client(argv: list[str]) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "serve":
-        serve(int(os.environ.get(PORT_ENV, DEFAULT_PORT)))
+        serve(int(os.environ.get(PORT_ENV, DEFAULT_PORT)), quiet="--quiet" in sys.argv[2:])
         return
     sys.exit(client(sys.argv[1:]))
 

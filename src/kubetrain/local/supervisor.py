@@ -66,10 +66,6 @@ class JobRun:
         return self.state in ("Active", "Complete") and n >= min(self.plan.parallelism, self.plan.completions)
 
 
-class Terminated(Exception):
-    pass
-
-
 class Supervisor:
     def __init__(self, store: Store, namespace: str, name: str) -> None:
         self.store = store
@@ -95,6 +91,7 @@ class Supervisor:
         self._admitted = False
         self._gang_wait_since: float | None = None
         self._last_reload = 0.0
+        self._outbound: namespaces.Outbound | None = None
         self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}  # pod -> (scratch dir, volume dirs)
         applied = [
             o
@@ -188,14 +185,6 @@ class Supervisor:
         """Returns the final TrainJob status."""
         namespaces.check_available()
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "hosts").write_text(self.plan.hosts_file())
-        namespaces.create_netns(self.netns)
-        self._prober = ThreadPoolExecutor(
-            max_workers=2,
-            initializer=namespaces.enter_netns_thread,
-            initargs=(self.netns,),
-            thread_name_prefix="probe",
-        )
         log.info(
             "supervisor start trainjob=%s/%s pid=%d netns=%s",
             self.namespace,
@@ -204,7 +193,29 @@ class Supervisor:
             self.netns,
         )
         try:
+            # Inside the try: whatever part of the setup fails, the finally below undoes the rest.
+            (self.dir / "hosts").write_text(self.plan.hosts_file())
+            namespaces.create_netns(self.netns)
+            self._outbound = namespaces.start_outbound(self.netns)
+            if self._outbound is not None:
+                (self.dir / "resolv.conf").write_text(f"nameserver {namespaces.SLIRP_DNS}\n")
+                self.ctx.resolv_conf = str(self.dir / "resolv.conf")
+            self._prober = ThreadPoolExecutor(
+                max_workers=2,
+                initializer=namespaces.enter_netns_thread,
+                initargs=(self.netns,),
+                thread_name_prefix="probe",
+            )
             self._preflight()
+            if self._outbound is None:
+                self.event(
+                    "Warning",
+                    "NoOutboundNetwork",
+                    (
+                        "slirp4netns is not installed: pods reach each other but not the host's network or the "
+                        "internet (install it with `make system-deps` for downloads such as dataset initializers)"
+                    ),
+                )
             self.event(
                 "Normal",
                 "LocalImages",
@@ -227,6 +238,8 @@ class Supervisor:
             self._persist_status()
             if self._prober is not None:
                 self._prober.shutdown(wait=False, cancel_futures=True)
+            if self._outbound is not None:
+                self._outbound.stop()
             namespaces.delete_netns(self.netns)
             self.store.set_supervisor(self.namespace, self.name, None, None)
             log.info(
@@ -629,8 +642,25 @@ class Supervisor:
         self.status["jobsStatus"] = out
 
 
+def record_start_failure(store: Store, namespace: str, name: str, message: str) -> None:
+    """A TrainJob whose supervisor cannot even start (e.g. an invalid JobSet) ends Failed, not SupervisorLost."""
+    row = store.get_trainjob(namespace, name)
+    if row is None:
+        return
+    st = row.trainjob.get("status") or {}
+    status.fail(st, status.REASON_START_FAILED, message)
+    row.trainjob["status"] = st
+    store.update_trainjob(namespace, name, row.trainjob)
+    store.add_event(namespace, name, "Warning", status.REASON_START_FAILED, message)
+    store.set_supervisor(namespace, name, None, None)
+
+
 def supervise(store: Store, namespace: str, name: str, *, install_signals: bool) -> dict[str, Any]:
-    sup = Supervisor(store, namespace, name)
+    try:
+        sup = Supervisor(store, namespace, name)
+    except KubetrainError as exc:
+        record_start_failure(store, namespace, name, str(exc))
+        raise
     if install_signals:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda s, _f: sup.terminate(signal.Signals(s).name))
