@@ -25,46 +25,11 @@ from rich.table import Table
 
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api.loader import Manifest
+from kubetrain.cli._backend import is_cluster as _is_cluster
+from kubetrain.cli._backend import select_backend as _backend
+from kubetrain.cli._backend import with_backend_options as _with_backend_options
 from kubetrain.cli._common import fail, files_option, load_all, print_findings, stdout
 from kubetrain.cli.backend import Backend
-
-backend_options = [
-    click.option("--kubeconfig", default=None, help="Use the Kubernetes cluster of this kubeconfig."),
-    click.option("--context", default=None, help="kubeconfig context (implies the cluster backend)."),
-    click.option("-n", "--namespace", default="default", show_default=True, help="Namespace."),
-]
-
-
-def _with_backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    for opt in reversed(backend_options):
-        f = opt(f)
-    return f
-
-
-def _is_cluster(kubeconfig: str | None, context: str | None) -> bool:
-    return bool(
-        kubeconfig or context or os.environ.get("KUBETRAIN_BACKEND", "").lower() in ("k8s", "kubernetes")
-    )
-
-
-def _backend(kubeconfig: str | None, context: str | None) -> Backend:
-    if _is_cluster(kubeconfig, context):
-        try:
-            from kubetrain.k8s.cli_backend import ClusterBackend
-        except ImportError as exc:
-            fail(
-                f"the Kubernetes backend is not available in this installation ({exc})",
-                "unset KUBETRAIN_BACKEND and drop --kubeconfig/--context to run on this machine",
-            )
-        try:
-            backend: Backend = ClusterBackend(kubeconfig, context)
-        except KubetrainError as exc:
-            fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
-        return backend
-    # Imported here so `kubetrain --help` and the cluster backend never load the local one.
-    from kubetrain.local.backend import LocalBackend
-
-    return LocalBackend()
 
 
 def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:

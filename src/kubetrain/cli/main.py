@@ -1,4 +1,8 @@
-"""The ``kubetrain`` command: one click group; each verb lives in its own module under ``kubetrain.cli``."""
+"""The ``kubetrain`` command: one click group; each verb lives in its own module under ``kubetrain.cli``.
+
+Modules are imported only when one of their commands runs, so ``kubetrain run`` does not pay for the
+Kubernetes client and ``kubetrain validate`` does not pay for the local supervisor.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,37 @@ import click
 
 from kubetrain import __version__
 
-# Modules that each define ``register(group)``. A missing module is skipped so the CLI always starts.
-_COMMAND_MODULES = (
-    "kubetrain.cli.validate",
-    "kubetrain.cli.render",
-    "kubetrain.cli.runtimes",
-    "kubetrain.cli.crds",
-    "kubetrain.cli.local",
-    "kubetrain.cli.cluster",
-    "kubetrain.cli.operator",
-)
+# command name -> module defining ``register(group)`` that adds it.
+COMMANDS: dict[str, str] = {
+    "validate": "kubetrain.cli.validate",
+    "render": "kubetrain.cli.render",
+    "runtimes": "kubetrain.cli.runtimes",
+    "crds": "kubetrain.cli.crds",
+    "run": "kubetrain.cli.local",
+    "apply": "kubetrain.cli.local",
+    "get": "kubetrain.cli.local",
+    "describe": "kubetrain.cli.local",
+    "logs": "kubetrain.cli.local",
+    "delete": "kubetrain.cli.local",
+    "cluster": "kubetrain.cli.cluster",
+    "operator": "kubetrain.cli.operator",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            holder = click.Group()
+            importlib.import_module(COMMANDS[cmd_name]).register(holder)
+            for name, command in holder.commands.items():
+                self.commands.setdefault(name, command)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="kubetrain")
 def cli() -> None:
     """kubetrain: TrainJobs and training runtimes, compiled to JobSets, run locally or on Kubernetes.
@@ -32,20 +54,6 @@ def cli() -> None:
       kubetrain render -f trainjob.yaml -o yaml
       kubetrain run -f examples/quickstart/trainjob.yaml
     """
-
-
-def _register() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(cli)
-
-
-_register()
 
 
 def main() -> None:

@@ -125,15 +125,20 @@ class LocalBackend:
                 )
         return applied
 
+    def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
+        """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
+        out: list[AnyRuntime] = []
+        for m in self.store.list_objects(RUNTIME_KINDS):
+            model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
+            r = model.model_validate(m)
+            if namespace is None or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME or r.metadata.namespace == namespace:
+                out.append(r)
+        return out
+
     def runtimes(self, only: str | None = None) -> list[AnyRuntime]:
         """Applied runtimes, then the built-in ones they do not shadow. With ``only``, built-ins are parsed
         just for that name when it is one (parsing all of them is most of a launch's CPU time)."""
-        stored: list[AnyRuntime] = []
-        for m in self.store.list_objects(RUNTIME_KINDS):
-            model = (
-                ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
-            )
-            stored.append(model.model_validate(m))
+        stored = self.store_runtimes(None)
         names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
         builtins: list[AnyRuntime] = []
         text = builtin_yaml(only) if only else None

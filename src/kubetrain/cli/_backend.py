@@ -1,0 +1,53 @@
+"""Which backend serves a CLI verb: this machine, or the cluster named by --kubeconfig/--context."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from kubetrain.api import KubetrainError
+from kubetrain.cli._common import fail
+from kubetrain.cli.backend import Backend
+
+backend_options = [
+    click.option("--kubeconfig", default=None, help="Use the Kubernetes cluster of this kubeconfig."),
+    click.option("--context", default=None, help="kubeconfig context (implies the cluster backend)."),
+    click.option("-n", "--namespace", default="default", show_default=True, help="Namespace."),
+]
+
+
+def with_backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(backend_options):
+        f = opt(f)
+    return f
+
+
+def is_cluster(kubeconfig: str | None, context: str | None) -> bool:
+    return bool(
+        kubeconfig or context or os.environ.get("KUBETRAIN_BACKEND", "").lower() in ("k8s", "kubernetes")
+    )
+
+
+def select_backend(kubeconfig: str | None, context: str | None) -> Backend:
+    if is_cluster(kubeconfig, context):
+        try:
+            from kubetrain.k8s.cli_backend import ClusterBackend
+        except ImportError as exc:
+            fail(
+                f"the Kubernetes backend is not available in this installation ({exc})",
+                "unset KUBETRAIN_BACKEND and drop --kubeconfig/--context to run on this machine",
+            )
+        try:
+            backend: Backend = ClusterBackend(kubeconfig, context)
+        except KubetrainError as exc:
+            fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
+        return backend
+    # Imported here so `kubetrain --help` and the cluster backend never load the local one.
+    from kubetrain.local.backend import LocalBackend
+
+    return LocalBackend()
+
+
