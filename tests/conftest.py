@@ -16,3 +16,10 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not found: the steering repo's shared/ must sit beside the repo (or set KUBETRAIN_SHARED)")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_kubetrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the developer's ~/.kubetrain (local fixtures may point it elsewhere again)."""
+    monkeypatch.setenv("KUBETRAIN_HOME", str(tmp_path_factory.mktemp("kubetrain-home")))
+    monkeypatch.delenv("KUBETRAIN_BACKEND", raising=False)
