@@ -144,3 +144,16 @@ def test_every_command_has_help_with_an_example() -> None:
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, path
         assert "Example" in result.output, f"kubetrain {' '.join(path)} --help has no example"
+
+
+def test_runtimes_list_shows_runtimes_applied_on_this_machine(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["apply", "-f", write(tmp_path, "rt.yaml", RUNTIME)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["runtimes", "list"])
+    row = next(line for line in result.output.splitlines() if line.startswith("team-runtime"))
+    assert row.split() == ["team-runtime", "TrainingRuntime", "team-a", "torch", "mpi", "1", "supported", "applied"]
+    result = runner.invoke(cli, ["runtimes", "list", "-n", "team-b", "-o", "name"])
+    assert "trainingruntime/team-runtime" not in result.output
+    result = runner.invoke(cli, ["runtimes", "show", "team-runtime"])
+    assert "mpiImplementation" not in result.output and "numProcPerNode: 2" in result.output
