@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 
 @dataclass(frozen=True)
 class SSHKeyPair:
@@ -22,6 +19,10 @@ KeyGen = Callable[[], SSHKeyPair]
 
 def ecdsa_keygen() -> SSHKeyPair:
     """A fresh ECDSA P-521 key pair, as upstream puts into ``<trainjob>-mpi-ssh-auth``."""
+    # Imported here: only MPI TrainJobs need a key, and cryptography is a noticeable share of CLI start-up.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         serialization.Encoding.PEM,
