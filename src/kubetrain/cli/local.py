@@ -6,22 +6,12 @@ They run against this machine (``kubetrain.local``) unless ``--kubeconfig``/``--
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
-import yaml
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api.loader import Manifest
@@ -29,7 +19,17 @@ from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
 from kubetrain.cli._common import fail, files_option, load_all, print_findings, stdout
-from kubetrain.cli.backend import Backend
+from kubetrain.cli.follow import follow_remote as _follow_remote
+from kubetrain.cli.follow import run_local as _run_local
+from kubetrain.cli.output import age as _age
+from kubetrain.cli.output import dump_objects as _dump
+from kubetrain.cli.output import last_message as _message
+from kubetrain.cli.output import nodes as _nodes
+from kubetrain.cli.output import print_applied
+from kubetrain.cli.output import print_details as _print_details
+from kubetrain.cli.output import table as _table
+
+__all__ = ["print_applied", "register"]
 
 
 def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
@@ -44,30 +44,6 @@ def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
         f = s.loaded.files[s.index] if s.loaded.files else "-"
         dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
     return objects, dirs
-
-
-def _age(ts: str | None) -> str:
-    if not ts:
-        return "-"
-    try:
-        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return "-"
-    s = int((datetime.now(UTC) - then).total_seconds())
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= n:
-            return f"{s // n}{unit}"
-    return f"{s}s"
-
-
-def _nodes(tj: TrainJob) -> str:
-    n = tj.spec.trainer.num_nodes if tj.spec.trainer else None
-    return str(n) if n is not None else "-"
-
-
-def _message(tj: TrainJob) -> str:
-    conds = (tj.status.conditions if tj.status else None) or []
-    return (conds[-1].message or "") if conds else ""
 
 
 def _run_errors(fn: Callable[[], None]) -> None:
@@ -292,210 +268,3 @@ def register(group: click.Group) -> None:
                 fail(str(exc))
             kept = f" (logs kept in {logs_dir})" if logs_dir else ""
             click.echo(f'trainjob.trainer.kubeflow.org "{name}" deleted{kept}')
-
-
-def print_applied(applied: list[str]) -> None:
-    for a in applied:
-        kind, _, name = a.partition("/")
-        click.echo(
-            f"{kind}.trainer.kubeflow.org/{name} applied"
-            if kind in ("trainjob", "trainingruntime", "clustertrainingruntime")
-            else f"{kind}/{name} applied"
-        )
-
-
-def _dump(objs: list[dict[str, Any]], output: str) -> None:
-    if output == "json":
-        payload: Any = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
-        click.echo(json.dumps(payload, indent=2))
-    else:
-        click.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
-
-
-def _table(cols: list[str]) -> Table:
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c in cols:
-        t.add_column(c, no_wrap=c != "MESSAGE")
-    return t
-
-
-def _print_details(d: Any) -> None:
-    tj: TrainJob = d.trainjob
-    out = stdout
-    fields: list[tuple[str, object]] = [
-        ("Name", tj.name),
-        ("Namespace", tj.namespace),
-        ("Runtime", f"{tj.spec.runtime_ref.effective_kind}/{tj.spec.runtime_ref.name}"),
-    ]
-    tr = tj.spec.trainer
-    if tr is not None:
-        fields.append(
-            (
-                "Trainer",
-                f"nodes={_nodes(tj)} procPerNode={tr.num_proc_per_node or '-'} "
-                f"image={tr.image or '(runtime)'}",
-            )
-        )
-        if tr.command or tr.args:
-            cmd = " ".join((tr.command or []) + (tr.args or []))
-            fields.append(("Command", cmd if len(cmd) <= 200 else cmd[:197] + "..."))
-    fields += [
-        ("Created", f"{tj.metadata.creation_timestamp or '-'} ({_age(tj.metadata.creation_timestamp)} ago)"),
-        ("State", tj.state or "Running"),
-    ]
-    fields += [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in (d.extra or {}).items()]
-    width = max(len(k) for k, _ in fields) + 2
-    for k, v in fields:
-        out.print(f"[bold]{k + ':':<{width}}[/]{v}", markup=True, highlight=False)
-    out.print("[bold]Steps:[/]")
-    t = _table(["  STEP", "JOB", "STATE", "RESTARTS", "EXIT", "PID", "MESSAGE"])
-    for s in d.steps:
-        t.add_row(
-            "  " + s.name,
-            s.replicated_job,
-            s.state,
-            str(s.restarts),
-            "-" if s.exit_code is None else str(s.exit_code),
-            str(s.pid or "-"),
-            s.message or "",
-        )
-    out.print(t if d.steps else "  (none started)")
-    out.print("[bold]Conditions:[/]")
-    conds = (tj.status.conditions if tj.status else None) or []
-    t = _table(["  TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"])
-    for c in conds:
-        t.add_row("  " + c.type, c.status, c.reason or "", c.message or "", c.last_transition_time or "")
-    out.print(t if conds else "  (none)")
-    js = (tj.status.jobs_status if tj.status else None) or []
-    if js:
-        out.print("[bold]Jobs:[/]")
-        t = _table(["  NAME", "READY", "SUCCEEDED", "FAILED", "ACTIVE", "SUSPENDED"])
-        for s in js:
-            t.add_row(
-                "  " + s.name, str(s.ready), str(s.succeeded), str(s.failed), str(s.active), str(s.suspended)
-            )
-        out.print(t)
-    out.print("[bold]Events:[/]")
-    t = _table(["  TIME", "TYPE", "REASON", "MESSAGE"])
-    for e in d.events:
-        t.add_row("  " + e.time, e.type, e.reason, e.message)
-    out.print(t if d.events else "  (none)")
-
-
-def _follow_remote(backend: Backend, name: str, namespace: str, quiet: bool) -> int:
-    """Generic follow through the Backend protocol (used for the cluster backend)."""
-    try:
-        if not quiet:
-            for line in backend.logs(name, namespace, step=None, follow=True):
-                click.echo(line)
-        while True:
-            tj = backend.get_trainjob(name, namespace)
-            if tj.finished:
-                break
-            time.sleep(1)
-    except KubetrainError as exc:
-        fail(str(exc))
-    click.echo(f"trainjob {name}: {tj.state} {_message(tj)}", err=True)
-    return 0 if tj.state == "Complete" else 1
-
-
-def _run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespace: str, quiet: bool) -> int:
-    from kubetrain.local.backend import LocalBackend, LogTailer
-    from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
-
-    configure_logging()
-    try:
-        backend = LocalBackend()
-        if others:
-            print_applied(backend.apply(others, namespace=namespace))
-        name = backend.submit(tj.to_wire(), namespace=namespace, workdir=workdir, detach=False)
-    except KubetrainError as exc:
-        fail(str(exc))
-    ns = tj.metadata.namespace or namespace
-    try:
-        sup = Supervisor(backend.store, ns, name)
-    except KubetrainError as exc:
-        record_start_failure(backend.store, ns, name, str(exc))
-        fail(str(exc))
-    result: dict[str, Any] = {}
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.update(sup.run())
-        except BaseException as exc:
-            errors.append(exc)
-
-    # The supervisor runs on its own thread because pods die with the thread that forked them (PDEATHSIG):
-    # that thread lives exactly as long as the TrainJob, while this one draws progress and handles signals.
-    worker = threading.Thread(target=target, name="supervisor")
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: sup.terminate(signal.Signals(s).name))
-    worker.start()
-    tailer = LogTailer(lambda: backend.log_files(name, ns, None), prefix=True)
-    console = Console(stderr=True, highlight=False)
-    console.print(
-        f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
-        f"environment {sys.prefix} (see docs/local.md to map images)[/]"
-    )
-    out_console = Console(highlight=False)
-    # The live step table and the log lines share the terminal only when both go to it; otherwise (logs piped)
-    # the logs stay plain on stdout and step changes are printed as lines on stderr.
-    interactive = console.is_terminal and out_console.is_terminal
-    seen: dict[str, str] = {}
-
-    def progress() -> Table:
-        t = Table(
-            box=None,
-            show_header=True,
-            header_style="bold",
-            title=f"trainjob {ns}/{name}",
-            title_justify="left",
-        )
-        for col in ("STEP", "STATE", "RESTARTS"):
-            t.add_column(col)
-        for p in backend.store.list_pods(ns, name):
-            t.add_row(p.name, p.state, str(p.restarts))
-        return t
-
-    def step_changes() -> None:
-        for p in backend.store.list_pods(ns, name):
-            if seen.get(p.name) != p.state:
-                seen[p.name] = p.state
-                console.print(f"[dim]step {p.name}: {p.state}[/]")
-
-    def emit(lines: list[str], live: Live | None = None) -> None:
-        if quiet:
-            return
-        for line in lines:
-            if live is not None:
-                live.console.print(line, markup=False, highlight=False, soft_wrap=True)
-            else:
-                click.echo(line)
-
-    if interactive:
-        with Live(progress(), console=out_console, refresh_per_second=4, transient=True) as live:
-            while worker.is_alive():
-                emit(tailer.poll(), live)
-                live.update(progress())
-                worker.join(0.1)
-    else:
-        while worker.is_alive():
-            emit(tailer.poll())
-            step_changes()
-            worker.join(0.1)
-    emit(tailer.flush())
-    if errors:
-        error = errors[0]
-        if isinstance(error, KubetrainError):
-            fail(str(error))
-        raise error
-    final = backend.get_trainjob(name, ns)
-    if interactive:
-        console.print(progress())
-    state = final.state
-    color = "green" if state == "Complete" else "red"
-    console.print(f"trainjob {ns}/{name}: [bold {color}]{state}[/] ({_message(final)})")
-    if state != "Complete":
-        console.print(f"[dim]details: kubetrain describe trainjob {name} -n {ns}[/]")
-    return 0 if state == "Complete" else 1

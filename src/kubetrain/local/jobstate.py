@@ -1,0 +1,197 @@
+"""The runtime state of one TrainJob under its supervisor: its jobs and pods, its events, and their persistence.
+
+``JobState`` holds what the supervisor knows (the compiled plan, each job's and pod's state, the TrainJob status)
+and writes it to the store as it changes, so ``get``/``describe`` from other processes see it live. The
+supervisor (``kubetrain.local.supervisor``) builds on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubetrain.api import KubetrainError
+from kubetrain.api import constants as C
+from kubetrain.local import gang, namespaces, paths, pods
+from kubetrain.local.env import ObjectIndex
+from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, find_jobset
+from kubetrain.local.store import PodRow, Store
+
+# Events are logged under the supervisor's name: they are its events.
+log = logging.getLogger("kubetrain.local.supervisor")
+
+
+@dataclass
+class PodRun:
+    plan: PodPlan
+    state: str = "Pending"  # Pending | Running | Succeeded | Failed
+    containers: list[pods.Container] = field(default_factory=list)
+    init_left: list[dict[str, Any]] = field(default_factory=list)
+    in_init: bool = False
+    restarts: int = 0
+    exit_code: int | None = None
+    message: str | None = None
+    gpus: list[int] | None = None
+    ready: bool = False
+
+    @property
+    def pid(self) -> int | None:
+        live = [c.proc for c in self.containers if c.proc is not None]
+        return live[0].pid if live else None
+
+
+@dataclass
+class JobRun:
+    plan: JobPlan
+    pods: list[PodRun]
+    state: str = "Pending"  # Pending | Active | Complete | Failed
+    failures: int = 0
+
+    @property
+    def ready(self) -> bool:
+        n = sum(1 for p in self.pods if p.ready or p.state == "Succeeded")
+        return self.state in ("Active", "Complete") and n >= min(self.plan.parallelism, self.plan.completions)
+
+
+class JobState:
+    """One TrainJob's plan, job and pod runs and status, persisted to the store as they change."""
+
+    def __init__(self, store: Store, namespace: str, name: str) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.name = name
+        row = store.get_trainjob(namespace, name)
+        if row is None:
+            raise KubetrainError(f"TrainJob {namespace}/{name} not found in the local store")
+        self.row = row
+        self.trainjob: dict[str, Any] = row.trainjob
+        self.status: dict[str, Any] = copy.deepcopy(self.trainjob.get("status") or {})
+        self.dir = paths.trainjob_dir(namespace, name, row.uid)
+        self.plan: Plan = build_plan(find_jobset(row.objects))
+        self.netns = namespaces.netns_name(namespace, name, row.uid)
+        self.restarts = row.restarts
+        self.jobs: list[JobRun] = []
+        self._terminate: str | None = None
+        self._dirty: set[str] = set()
+        self._prober: ThreadPoolExecutor | None = None
+        self._probes: dict[tuple[str, str], Future[bool]] = {}
+        self._gpu_free: list[int] = list(range(gang.gpu_count()))
+        self._started_at = time.time()
+        self._admitted = False
+        self._gang_wait_since: float | None = None
+        self._last_reload = 0.0
+        self._outbound: namespaces.Outbound | None = None
+        self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}  # pod -> (scratch dir, volume dirs)
+        applied = [
+            o
+            for o in store.list_objects(("ConfigMap", "Secret"))
+            if (o.get("metadata") or {}).get("namespace", "default") == namespace
+        ]
+        self.index = ObjectIndex(applied + row.objects)
+        self.ctx = pods.PodContext(
+            namespace=namespace,
+            uid=row.uid,
+            netns=self.netns,
+            hosts_file=str(self.dir / "hosts"),
+            workdir=row.workdir,
+            index=self.index,
+            mpi=self._is_mpi(row.objects),
+            rsh_port=self._rsh_port(),
+        )
+        self._reset_jobs()
+
+    # Setup.
+    @staticmethod
+    def _is_mpi(objects: list[dict[str, Any]]) -> bool:
+        return any(
+            o.get("kind") == "ConfigMap" and o["metadata"]["name"].endswith("-mpi-hostfile") for o in objects
+        )
+
+    def _rsh_port(self) -> int:
+        for p in self.plan.pods():
+            for c in p.spec.get("containers") or []:
+                tcp = (c.get("readinessProbe") or {}).get("tcpSocket")
+                if tcp and str(tcp.get("port", "")).isdigit():
+                    return int(tcp["port"])
+        return 2222
+
+    def _reset_jobs(self) -> None:
+        self.jobs = [JobRun(plan=j, pods=[PodRun(plan=p) for p in j.pods]) for j in self.plan.jobs()]
+        for j in self.jobs:
+            for p in j.pods:
+                self._dirty.add(p.plan.name)
+
+    def terminate(self, reason: str) -> None:
+        """Ask the loop to stop every process and record the TrainJob as Failed (safe from signal handlers)."""
+        self._terminate = reason
+
+    # Events and persistence.
+    def event(self, type_: str, reason: str, message: str) -> None:
+        log.info(
+            "event trainjob=%s/%s type=%s reason=%s message=%r",
+            self.namespace,
+            self.name,
+            type_,
+            reason,
+            message,
+        )
+        self.store.add_event(self.namespace, self.name, type_, reason, message)
+
+    def _persist_pods(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                if p.plan.name not in self._dirty:
+                    continue
+                pid = p.pid
+                self.store.put_pod(
+                    PodRow(
+                        namespace=self.namespace,
+                        trainjob=self.name,
+                        name=p.plan.short,
+                        rjob=p.plan.rjob,
+                        state=p.state,
+                        pid=pid,
+                        pid_start=pods.proc_start_time(pid) if pid else None,
+                        exit_code=p.exit_code,
+                        restarts=p.restarts,
+                        message=p.message,
+                        log=str(self.log_path(p.plan)),
+                    )
+                )
+        self._dirty.clear()
+
+    def _persist_status(self) -> None:
+        self._update_jobs_status()
+        if self.status != (self.trainjob.get("status") or {}):
+            self.trainjob["status"] = copy.deepcopy(self.status)
+            self.store.update_trainjob(self.namespace, self.name, self.trainjob)
+
+    def log_path(self, pod: PodPlan) -> Path:
+        return self.dir / "logs" / f"{pod.short}.log"
+
+    def _update_jobs_status(self) -> None:
+        suspended = any(
+            c["type"] == C.COND_SUSPENDED and c["status"] == "True"
+            for c in self.status.get("conditions") or []
+        )
+        out = []
+        for rj in self.plan.rjobs:
+            runs = [j for j in self.jobs if j.plan.rjob == rj.name]
+            out.append(
+                {
+                    "name": rj.name,
+                    "ready": sum(1 for j in runs if j.state == "Active" and j.ready),
+                    "succeeded": sum(1 for j in runs if j.state == "Complete"),
+                    "failed": sum(1 for j in runs if j.state == "Failed"),
+                    "active": sum(
+                        1 for j in runs if j.state == "Active" and any(p.state == "Running" for p in j.pods)
+                    ),
+                    "suspended": len(runs) if suspended else 0,
+                }
+            )
+        self.status["jobsStatus"] = out
