@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 
 from mpi4py import MPI
 
@@ -11,7 +12,10 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     total = comm.allreduce(rank, op=MPI.SUM)
-    print(f"rank {rank}/{size} on {socket.gethostname()}: sum of ranks = {total}", flush=True)
+    # One write per line: with unbuffered output, print() writes text and newline separately, and mpirun may
+    # interleave another rank's line between them.
+    sys.stdout.write(f"rank {rank}/{size} on {socket.gethostname()}: sum of ranks = {total}\n")
+    sys.stdout.flush()
     if rank == 0 and total != size * (size - 1) // 2:
         raise SystemExit(f"allreduce returned {total}, expected {size * (size - 1) // 2}")
 

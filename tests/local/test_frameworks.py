@@ -14,22 +14,26 @@ from .conftest import condition, needs_mpi, needs_namespaces, needs_torch, run_t
 pytestmark = [needs_namespaces, pytest.mark.slow]
 
 TORCH_SCRIPT = """
-import os, torch, torch.distributed as dist
+import os, sys, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank)])
 dist.all_reduce(t)
-print(f"rank={rank} world={world} sum={int(t.item())} node={os.environ['PET_NODE_RANK']}", flush=True)
+sys.stdout.write(f"rank={rank} world={world} sum={int(t.item())} node={os.environ['PET_NODE_RANK']}\\n")
+sys.stdout.flush()
 dist.barrier()
 os._exit(0)  # skip gloo teardown, which can abort when peers on another node have exited (see the quickstart)
 """
 
+# One write per line: pods run with PYTHONUNBUFFERED, where print() writes text and newline separately and
+# mpirun may interleave another rank's output between the two.
 MPI_SCRIPT = """
-import socket
+import socket, sys
 from mpi4py import MPI
 c = MPI.COMM_WORLD
 total = c.allreduce(c.Get_rank(), op=MPI.SUM)
-print(f"rank={c.Get_rank()} size={c.Get_size()} sum={total} host={socket.gethostname()}", flush=True)
+sys.stdout.write(f"rank={c.Get_rank()} size={c.Get_size()} sum={total} host={socket.gethostname()};\\n")
+sys.stdout.flush()
 """
 
 
@@ -89,7 +93,7 @@ def test_mpi_2_nodes_x_2_slots_allreduce_over_4_ranks(backend: LocalBackend, tmp
     st = run_to_end(backend, [tj], tmp_path)
     assert condition(st, "Complete") is not None, st
     text = "\n".join(backend.logs("mpi", "default", step="launcher", follow=False))
-    ranks = sorted(re.findall(r"rank=(\d) size=4 sum=6 host=(\S+)", text))
+    ranks = sorted(re.findall(r"rank=(\d) size=4 sum=6 host=([\w.-]+);", text))
     assert [r for r, _ in ranks] == ["0", "1", "2", "3"], text
     # Two slots on each of the two "nodes": the launcher (runLauncherAsNode) and node-0-0.
     assert sorted({h for _, h in ranks}) == ["mpi-launcher-0-0", "mpi-node-0-0"]
