@@ -131,16 +131,22 @@ def test_runtimes_list_and_show() -> None:
 def test_every_command_has_help_with_an_example() -> None:
     runner = CliRunner()
 
-    def walk(group: object, prefix: list[str]) -> list[list[str]]:
-        import click
+    import click
 
+    def walk(group: click.Command, prefix: list[str]) -> list[list[str]]:
         out = [prefix]
         if isinstance(group, click.Group):
-            for name, sub in group.commands.items():
+            ctx = click.Context(group)
+            for name in group.list_commands(ctx):
+                sub = group.get_command(ctx, name)
+                assert sub is not None, name
                 out += walk(sub, [*prefix, name])
         return out
 
-    for path in walk(cli, []):
+    paths = walk(cli, [])
+    assert {p[0] for p in paths if p} >= {"validate", "render", "runtimes", "crds", "run", "apply", "get",
+                                          "describe", "logs", "delete", "cluster", "operator"}
+    for path in paths:
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, path
         assert "Example" in result.output, f"kubetrain {' '.join(path)} --help has no example"

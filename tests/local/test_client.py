@@ -16,9 +16,13 @@ pytestmark = needs_namespaces
 
 def greet(greeting: str, times: int) -> None:
     import os
+    import sys
 
+    # One write per line: pods run unbuffered, so print() would write each piece separately and the output of
+    # two processes sharing a pod's log could interleave mid-line.
     for _ in range(times):
-        print(greeting, os.environ.get("JOB_INDEX"), flush=True)
+        sys.stdout.write(f"{greeting} {os.environ.get('JOB_INDEX')}\n")
+        sys.stdout.flush()
 
 
 def test_train_a_function_with_args_then_wait_logs_and_delete(kt_home: Path, tmp_path: Path) -> None:

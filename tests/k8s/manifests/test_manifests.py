@@ -277,12 +277,13 @@ def test_bindings_name_the_operator_service_account(built: list[dict[str, Any]])
 
 
 def test_deployment_flags_are_ones_the_operator_command_accepts(built: list[dict[str, Any]]) -> None:
-    """A contract with `kubetrain operator`: skipped until that command exists."""
+    """A contract with `kubetrain operator`: every flag the Deployment passes must exist."""
+    import click
+
     from kubetrain.cli.main import cli
 
-    command = cli.commands.get("operator")
-    if command is None:
-        pytest.skip("`kubetrain operator` is not registered yet")
+    command = cli.get_command(click.Context(cli), "operator")
+    assert command is not None, "`kubetrain operator` is not registered"
     known = {opt for p in command.params for opt in getattr(p, "opts", [])}
     (dep,) = by_kind(built, "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
