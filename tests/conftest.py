@@ -23,3 +23,11 @@ def _isolated_kubetrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypat
     """No test reads or writes the developer's ~/.kubetrain (local fixtures may point it elsewhere again)."""
     monkeypatch.setenv("KUBETRAIN_HOME", str(tmp_path_factory.mktemp("kubetrain-home")))
     monkeypatch.delenv("KUBETRAIN_BACKEND", raising=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Finalise objects tests left for the garbage collector (e.g. HTTP sessions of backends a test dropped)
+    # while pytest still owns the output, so nothing is printed after its closing summary line.
+    import gc
+
+    gc.collect()
