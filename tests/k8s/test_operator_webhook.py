@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -12,6 +13,23 @@ from tests.k8s.helpers import fake_env, run, running_operator, trainjob
 
 pytest.importorskip("kubetrain.k8s.webhook.server", reason="the webhook package is not installed")
 
+
+
+def _review(uid: str) -> dict[str, Any]:
+    """A CREATE review of a TrainJob whose runtime does not exist (the webhook must deny it)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+            "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
+            "operation": "CREATE",
+            "namespace": "default",
+            "name": "job",
+            "object": trainjob("job", runtime="missing"),
+        },
+    }
 
 def test_operator_serves_the_webhook_over_tls_and_is_ready_only_then(tmp_path: Path) -> None:
     from kubetrain.k8s.webhook import names
@@ -23,19 +41,7 @@ def test_operator_serves_the_webhook_over_tls_and_is_ready_only_then(tmp_path: P
                 assert op.webhook is not None and op.ready()
                 # Its lookups use a client of their own, not the reconcilers' rate-limited one.
                 assert op._webhook_client is not None and op._webhook_client is not op.client
-                review = {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "request": {
-                        "uid": "u1",
-                        "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
-                        "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
-                        "operation": "CREATE",
-                        "namespace": "default",
-                        "name": "job",
-                        "object": trainjob("job", runtime="missing"),
-                    },
-                }
+                review = _review("u1")
                 # Certificate verification is the webhook's own tests' subject; here only the wiring matters.
                 ctx = ssl.create_default_context()
                 ctx.check_hostname = False
@@ -67,19 +73,7 @@ def test_operator_serves_the_webhook_with_a_provided_certificate_verified_on_127
     async def body() -> None:
         async with fake_env() as env, running_operator(env, webhook_port=0, webhook_cert_dir=str(cert_dir)) as op:
             ctx = ssl.create_default_context(cadata=ca_cert.decode())  # full verification, hostname included
-            review = {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "request": {
-                    "uid": "u2",
-                    "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
-                    "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
-                    "operation": "CREATE",
-                    "namespace": "default",
-                    "name": "job",
-                    "object": trainjob("job", runtime="missing"),
-                },
-            }
+            review = _review("u2")
             url = f"https://127.0.0.1:{op.webhook.port}{names.VALIDATE_TRAINJOB}"
             async with aiohttp.ClientSession() as http, http.post(url, json=review, ssl=ctx) as resp:
                 answer = await resp.json()
