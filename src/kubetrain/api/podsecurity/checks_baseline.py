@@ -307,10 +307,7 @@ def proc_mount_1_35_baseline(pod: Pod) -> list[Hit]:
     """Since 1.35 baseline allows an unmasked /proc inside a pod's own user namespace."""
     if pod.user_namespace:
         return []
-    return [
-        Hit(h.path, h.message, h.fix + ", or run the pod in a user namespace (spec.hostUsers: false)")
-        for h in proc_mount(pod)
-    ]
+    return [Hit(h.path, h.message, h.fix + ", or spec.hostUsers: false") for h in proc_mount(pod)]
 
 
 def windows_host_process(pod: Pod) -> list[Hit]:

@@ -109,7 +109,7 @@ def run_as_non_root_1_0(pod: Pod) -> list[Hit]:
             Hit(
                 "spec.securityContext.runAsNonRoot",
                 "the pod sets runAsNonRoot: false",
-                "set spec.securityContext.runAsNonRoot: true and a non-zero runAsUser",
+                "set spec.securityContext.runAsNonRoot: true",
             )
         )
     elif pod_value is None and implicit:
@@ -117,8 +117,8 @@ def run_as_non_root_1_0(pod: Pod) -> list[Hit]:
             Hit(
                 "spec.securityContext.runAsNonRoot",
                 f"runAsNonRoot is not true for {'containers' if len(implicit) > 1 else 'container'} "
-                f"{_unset_names(implicit)}",
-                "set spec.securityContext.runAsNonRoot: true (image must run as a non-zero UID)",
+                f"{_unset_names(implicit)} (the image must then run as a non-zero UID)",
+                "set spec.securityContext.runAsNonRoot: true",
             )
         )
     for c in containers:
@@ -157,7 +157,7 @@ def _user_namespace_relaxed(check: CheckFn) -> CheckFn:
     def relaxed(pod: Pod) -> list[Hit]:
         if pod.user_namespace:
             return []
-        return [Hit(h.path, h.message, h.fix + ", or set spec.hostUsers: false") for h in check(pod)]
+        return [Hit(h.path, h.message, h.fix + ", or spec.hostUsers: false") for h in check(pod)]
 
     relaxed.__name__ = f"{check.__name__}_1_35"
     return relaxed

@@ -14,7 +14,7 @@ from typing import Final, Literal
 
 from kubetrain.api.podsecurity import checks_baseline as b
 from kubetrain.api.podsecurity import checks_restricted as r
-from kubetrain.api.podsecurity._pod import Pod
+from kubetrain.api.podsecurity._pod import CONTAINER_LISTS, Pod, items, obj, text
 
 Level = Literal["privileged", "baseline", "restricted"]
 LEVELS: Final[tuple[Level, ...]] = ("privileged", "baseline", "restricted")
@@ -149,13 +149,28 @@ class Violation:
     path: str
     message: str
     fix: str
+    subject: str = "pod"  # 'container "node"', 'volume "data"' or "pod": what the fix applies to
+
+
+_INDEXED = re.compile(r"^spec\.(\w+)\[(\d+)\]")
+
+
+def _subject(pod: Pod, path: str) -> str:
+    m = _INDEXED.match(path)
+    if m is None or m.group(1) not in (*CONTAINER_LISTS, "volumes"):
+        return "pod"
+    entry = obj(items(pod.spec.get(m.group(1)))[int(m.group(2))])
+    kind = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}.get(
+        m.group(1), m.group(1).rstrip("s")
+    )
+    return f'{kind} "{text(entry.get("name"))}"'
 
 
 def evaluate(template: object, level: Level, minor: int | None = None) -> list[Violation]:
     """Every violation of ``level`` in a PodTemplateSpec dict (``{"metadata": ..., "spec": ...}``)."""
     pod = Pod.from_template(template)
     return [
-        Violation(check.id, check.level, hit.path, hit.message, hit.fix)
+        Violation(check.id, check.level, hit.path, hit.message, hit.fix, _subject(pod, hit.path))
         for check, impl in checks_for(level, minor)
         for hit in impl.fn(pod)
     ]
