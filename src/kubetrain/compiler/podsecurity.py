@@ -41,8 +41,12 @@ class PodSecurityFinding:
         prefix = f"spec.template.spec.replicatedJobs[{index}].template.spec.template."
         return cls(v.check, v.level, prefix + v.path, v.message, v.fix, replicated_job, v.subject)
 
-    def to_finding(self) -> Finding:
-        return Finding(self.path, f"PodSecurity {self.level} ({self.check}): {self.message}", self.fix, "warning")
+    def to_finding(self, origin: str | None = None) -> Finding:
+        """A warning for ``kubetrain validate``; ``origin`` names the runtime the path points into."""
+        where = f" (pod template from {origin})" if origin else ""
+        return Finding(
+            self.path, f"PodSecurity {self.level} ({self.check}): {self.message}{where}", self.fix, "warning"
+        )
 
     def short(self, limit: int = WARNING_LIMIT) -> str:
         """One line for an admission warning, key words first: level, where, the fix (which names the field);

@@ -45,7 +45,7 @@ def allow_privilege_escalation_1_8(pod: Pod) -> list[Hit]:
     return [
         Hit(
             c.field("securityContext", "allowPrivilegeEscalation"),
-            f"{_who(c)} may gain privileges (allowPrivilegeEscalation is not false)",
+            f"{_who(c)} does not set allowPrivilegeEscalation: false",
             "set securityContext.allowPrivilegeEscalation: false",
         )
         for c in pod.containers()
@@ -61,7 +61,7 @@ def capabilities_restricted_1_22(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "capabilities", "drop"),
-                    f"{_who(c)} keeps the default capabilities (drop does not include ALL)",
+                    f"{_who(c)} does not drop ALL capabilities",
                     'set securityContext.capabilities.drop: ["ALL"]',
                 )
             )
@@ -117,7 +117,7 @@ def run_as_non_root_1_0(pod: Pod) -> list[Hit]:
             Hit(
                 "spec.securityContext.runAsNonRoot",
                 f"runAsNonRoot is not true for {'containers' if len(implicit) > 1 else 'container'} "
-                f"{_unset_names(implicit)} (the image must then run as a non-zero UID)",
+                f"{_unset_names(implicit)}",
                 "set spec.securityContext.runAsNonRoot: true",
             )
         )
