@@ -20,6 +20,13 @@ from kubetrain.api.validation import deprecation_warning, validate_runtime_objec
 from kubetrain.compiler import resolve_runtime, validate_trainjob
 from kubetrain.k8s.webhook.admission import Request, Response, error_text
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
+from kubetrain.k8s.webhook.podsecurity import (
+    NamespaceLookup,
+    NamespaceLookupFailed,
+    policy_of,
+    review_runtime_pods,
+    review_trainjob_pods,
+)
 
 RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
 """``(kind, name, namespace) -> runtime | None``; namespace is None for a ClusterTrainingRuntime. May raise
@@ -66,9 +73,13 @@ def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, Result]:
 
 
 async def review_trainjob(
-    req: Request, runtime_lookup: RuntimeLookup, jobset_lookup: JobSetLookup | None = None
+    req: Request,
+    runtime_lookup: RuntimeLookup,
+    jobset_lookup: JobSetLookup | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
 ) -> Response:
-    """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
+    """Validate a TrainJob CREATE/UPDATE against the live runtime it references; judge its pods by the
+    namespace's Pod Security labels (``namespace_lookup``; without one, only baseline warnings)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     trainjob, result = _parse(req.obj, c.KIND_TRAINJOB)
@@ -102,7 +113,16 @@ async def review_trainjob(
     result.extend(validate_trainjob(trainjob, runtime, old=old))
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
-    return _response(req, result)
+    response = _response(req, result)
+    if runtime is not None and response.allowed:
+        try:
+            policy = await policy_of(trainjob.namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        errors, warnings = review_trainjob_pods(trainjob, runtime, policy, old=old)
+        response.errors += errors
+        response.warnings += warnings
+    return response
 
 
 def _as_runtime(found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None) -> AnyRuntime | None:
@@ -142,8 +162,9 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
     return result
 
 
-async def review_runtime(req: Request) -> Response:
-    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
+async def review_runtime(req: Request, namespace_lookup: NamespaceLookup | None = None) -> Response:
+    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE; warn about its pods' Pod Security
+    level (against the namespace's labels for a TrainingRuntime)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     runtime, result = _parse(req.obj, req.kind or "runtime")
@@ -158,7 +179,16 @@ async def review_runtime(req: Request) -> Response:
         # Upstream warns about a deprecated runtime when it is created, not on every later update.
         stale = deprecation_warning(runtime, referenced=False)
         result.warnings = [w for w in result.warnings if w.message != stale]
-    return _response(req, result)
+    response = _response(req, result)
+    if response.allowed:
+        namespaced = runtime.kind == c.KIND_TRAINING_RUNTIME
+        namespace = (runtime.metadata.namespace or req.namespace) if namespaced else None
+        try:
+            policy = await policy_of(namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        response.warnings += review_runtime_pods(runtime, policy)
+    return response
 
 
 def default_trainjob(req: Request, clock: Clock) -> Response:
