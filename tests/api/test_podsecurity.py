@@ -346,7 +346,7 @@ def test_parse_version(text: str, minor: int | None) -> None:
 
 @pytest.mark.parametrize("text", ["v2.0", "1.30", "v1.01", "v1.x", ""])
 def test_parse_version_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match='"latest" or "v1.x"'):
+    with pytest.raises(ValueError, match=r'"latest" or "v1\.x"'):
         parse_version(text)
 
 
