@@ -410,7 +410,7 @@ def test_kitchen_sink_reports_one_violation_per_field() -> None:
     assert by_path[f"{SC0}.privileged"].subject == 'container "main"'
     assert by_path["spec.volumes[0].hostPath"].subject == 'volume "root"'
     assert by_path["spec.hostPID"].subject == "pod"
-    assert by_path["spec.volumes[0].hostPath"].message == "volume \"root\" mounts the node's /"
+    assert by_path["spec.volumes[0].hostPath"].message == 'volume "root" mounts the node\'s /'
 
 
 # --- properties ---------------------------------------------------------------------------------------------
