@@ -41,7 +41,12 @@ def run(case: Case) -> None:
     assert (got.level, {(v.check, v.path) for v in got.violations}) == (case.level, case.found)
 
 
+ALL_CASES: list[Case] = []
+"""Every table case; tests/e2e/test_podsecurity.py has a real API server judge the same pods."""
+
+
 def table(*cases: Case) -> pytest.MarkDecorator:
+    ALL_CASES.extend(cases)
     return pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
 
 
