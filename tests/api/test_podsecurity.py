@@ -59,20 +59,23 @@ def test_the_builder_starts_restricted() -> None:
 
 
 @table(
-    Case("privileged", PodT().csc(privileged=True), "privileged", {("privileged", f"{SC0}.privileged")}),
+    # privileged implies privilege escalation (the API server refuses allowPrivilegeEscalation: false with it)
+    Case("privileged", PodT().csc(privileged=True, allowPrivilegeEscalation=None), "privileged",
+         {("privileged", f"{SC0}.privileged"), ("allowPrivilegeEscalation", f"{SC0}.allowPrivilegeEscalation")}),
     Case("privileged false", PodT().csc(privileged=False), "restricted", set()),
     Case(
         "init container",
-        PodT().add("initContainers", securityContext={"privileged": True, "allowPrivilegeEscalation": False,
-                                                       "capabilities": {"drop": ["ALL"]}}),
+        PodT().add("initContainers", securityContext={"privileged": True, "capabilities": {"drop": ["ALL"]}}),
         "privileged",
-        {("privileged", "spec.initContainers[0].securityContext.privileged")},
+        {("privileged", "spec.initContainers[0].securityContext.privileged"),
+         ("allowPrivilegeEscalation", "spec.initContainers[0].securityContext.allowPrivilegeEscalation")},
     ),
     Case(
         "ephemeral container",
-        PodT().add("ephemeralContainers").csc(0, "ephemeralContainers", privileged=True),
+        PodT().add("ephemeralContainers").csc(0, "ephemeralContainers", privileged=True, allowPrivilegeEscalation=None),
         "privileged",
-        {("privileged", "spec.ephemeralContainers[0].securityContext.privileged")},
+        {("privileged", "spec.ephemeralContainers[0].securityContext.privileged"),
+         ("allowPrivilegeEscalation", "spec.ephemeralContainers[0].securityContext.allowPrivilegeEscalation")},
     ),
 )  # fmt: skip
 def test_privileged(case: Case) -> None:
@@ -126,9 +129,6 @@ def test_host_path_volumes(case: Case) -> None:
     Case("no security context", PodT().c(securityContext=None), "baseline",
          {("capabilities_restricted", f"{SC0}.capabilities.drop"),
           ("allowPrivilegeEscalation", f"{SC0}.allowPrivilegeEscalation")}),
-    Case("windows pods skip it", PodT().spec(os={"name": "windows"}).csc(capabilities=None), "restricted", set()),
-    Case("but not before 1.25", PodT().spec(os={"name": "windows"}).csc(capabilities=None), "baseline",
-         {("capabilities_restricted", f"{SC0}.capabilities.drop")}, minor=24),
     Case("not checked before 1.22", PodT().csc(capabilities={"add": ["CHOWN"]}), "restricted", set(), minor=21),
 )  # fmt: skip
 def test_capabilities(case: Case) -> None:
@@ -181,18 +181,18 @@ SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
          {("seccompProfile_baseline", f"{PSC}.seccompProfile.type")}),
     Case("container Unconfined", PodT().csc(seccompProfile={"type": "Unconfined"}), "privileged",
          {("seccompProfile_baseline", f"{SC0}.seccompProfile.type")}),
-    Case("container overrides pod", PodT().no_sc("seccompProfile").csc(seccompProfile={"type": "Localhost"}),
+    Case("container overrides pod",
+         PodT().no_sc("seccompProfile").csc(seccompProfile={"type": "Localhost", "localhostProfile": "p.json"}),
          "restricted", set()),
     Case("unset", PodT().no_sc("seccompProfile"), "baseline",
          {("seccompProfile_restricted", f"{PSC}.seccompProfile.type")}),
     Case("one container unset",
          PodT().no_sc("seccompProfile").csc(seccompProfile={"type": "RuntimeDefault"}).add(), "baseline",
          {("seccompProfile_restricted", f"{PSC}.seccompProfile.type")}),
-    Case("windows skip the requirement", PodT().no_sc("seccompProfile").spec(os={"name": "windows"}),
-         "restricted", set()),
-    Case("annotation before 1.19", PodT().annotate(SECCOMP_POD, "unconfined"), "privileged",
-         {("seccompProfile_baseline", f"metadata.annotations[{SECCOMP_POD}]")}, minor=18),
-    Case("annotation ignored since 1.19", PodT().annotate(SECCOMP_POD, "unconfined"), "restricted", set()),
+    Case("annotation before 1.19", PodT().no_sc("seccompProfile").annotate(SECCOMP_POD, "unconfined"),
+         "privileged", {("seccompProfile_baseline", f"metadata.annotations[{SECCOMP_POD}]")}, minor=18),
+    Case("annotation ignored since 1.19", PodT().no_sc("seccompProfile").annotate(SECCOMP_POD, "unconfined"),
+         "baseline", {("seccompProfile_restricted", f"{PSC}.seccompProfile.type")}),
     Case("restricted had no seccomp rule before 1.19", PodT().no_sc("seccompProfile"), "restricted", set(),
          minor=18),
 )  # fmt: skip
@@ -233,14 +233,27 @@ def test_proc_mount(case: Case) -> None:
     run(case)
 
 
+def windows() -> PodT:
+    """A Windows pod (the API server forbids the Linux-only fields restricted otherwise asks for)."""
+    return PodT(restricted=False).spec(os={"name": "windows"}).sc(runAsNonRoot=True)
+
+
+HOST_PROCESS = {"hostProcess": True, "runAsUserName": "NT AUTHORITY\\SYSTEM"}
+
+
 @table(
-    Case("pod", PodT().sc(windowsOptions={"hostProcess": True}), "privileged",
-         {("windowsHostProcess", f"{PSC}.windowsOptions.hostProcess")}),
-    Case("container", PodT().csc(windowsOptions={"hostProcess": True}), "privileged",
-         {("windowsHostProcess", f"{SC0}.windowsOptions.hostProcess")}),
-    Case("false", PodT().csc(windowsOptions={"hostProcess": False}), "restricted", set()),
+    Case("exempt from the Linux-only checks", windows(), "restricted", set()),
+    Case("not exempt before 1.25", windows(), "baseline",
+         {("allowPrivilegeEscalation", f"{SC0}.allowPrivilegeEscalation"),
+          ("capabilities_restricted", f"{SC0}.capabilities.drop"),
+          ("seccompProfile_restricted", f"{PSC}.seccompProfile.type")}, minor=24),
+    Case("HostProcess pod", windows().spec(hostNetwork=True).sc(windowsOptions=HOST_PROCESS), "privileged",
+         {("windowsHostProcess", f"{PSC}.windowsOptions.hostProcess"), ("hostNamespaces", "spec.hostNetwork")}),
+    Case("HostProcess container", windows().spec(hostNetwork=True).csc(windowsOptions=HOST_PROCESS), "privileged",
+         {("windowsHostProcess", f"{SC0}.windowsOptions.hostProcess"), ("hostNamespaces", "spec.hostNetwork")}),
+    Case("hostProcess false", PodT().csc(windowsOptions={"hostProcess": False}), "restricted", set()),
 )  # fmt: skip
-def test_windows_host_process(case: Case) -> None:
+def test_windows(case: Case) -> None:
     run(case)
 
 
@@ -269,11 +282,24 @@ def test_probe_hosts(case: Case) -> None:
          {("allowPrivilegeEscalation", f"{SC0}.allowPrivilegeEscalation")}),
     Case("init container too", PodT().add("initContainers").csc(0, "initContainers", allowPrivilegeEscalation=True),
          "baseline", {("allowPrivilegeEscalation", "spec.initContainers[0].securityContext.allowPrivilegeEscalation")}),
-    Case("windows", PodT().spec(os={"name": "windows"}).csc(allowPrivilegeEscalation=None), "restricted", set()),
     Case("not checked before 1.8", PodT().csc(allowPrivilegeEscalation=True), "restricted", set(), minor=7),
 )  # fmt: skip
 def test_allow_privilege_escalation(case: Case) -> None:
     run(case)
+
+
+VOLUMES = {  # one valid source of every kind restricted allows
+    "configMap": {"name": "cm"},
+    "csi": {"driver": "csi.example.com"},
+    "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]},
+    "emptyDir": {},
+    "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"],
+                                                   "resources": {"requests": {"storage": "1Gi"}}}}},
+    "image": {"reference": "registry.example/data:1"},
+    "persistentVolumeClaim": {"claimName": "data"},
+    "projected": {"sources": [{"configMap": {"name": "cm"}}]},
+    "secret": {"secretName": "s"},
+}  # fmt: skip
 
 
 @table(
@@ -282,11 +308,7 @@ def test_allow_privilege_escalation(case: Case) -> None:
     Case("gitRepo", PodT().volume("src", gitRepo={"repository": "r"}), "baseline",
          {("restrictedVolumes", "spec.volumes[0].gitRepo")}),
     Case("no source defaults to emptyDir", PodT().volume("scratch"), "restricted", set()),
-    *(
-        Case(kind, PodT().volume("v", **{kind: {}}), "restricted", set())
-        for kind in ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim",
-                     "projected", "secret")
-    ),
+    *(Case(kind, PodT().volume("v", **{kind: source}), "restricted", set()) for kind, source in VOLUMES.items()),
 )  # fmt: skip
 def test_restricted_volumes(case: Case) -> None:
     run(case)
