@@ -338,3 +338,10 @@ def test_deployment_flags_are_ones_the_operator_command_accepts(built: list[dict
     assert args[0] == "operator"
     flags = [a.split("=", 1)[0] for a in args[1:]]
     assert [f for f in flags if f not in known] == []
+
+
+def test_operator_pod_meets_the_restricted_pod_security_level(built: list[dict[str, Any]]) -> None:
+    from kubetrain.api.podsecurity import assess
+
+    (dep,) = by_kind(built, "Deployment")
+    assert assess(dep["spec"]["template"]).level == "restricted"
