@@ -136,3 +136,13 @@ def test_strict_counts_every_warning(tmp_path: Path) -> None:
     assert plain.exit_code == 0 and "0 error(s), 1 warning(s)" in plain.output, plain.output
     assert "is deprecated" in plain.output and "PodSecurity" not in plain.output
     assert CliRunner().invoke(cli, ["validate", "--strict", "-f", path]).exit_code == 1
+
+
+def test_runtimes_list_shows_the_pod_security_level() -> None:
+    result = CliRunner().invoke(cli, ["runtimes", "list"])
+    assert result.exit_code == 0, result.output
+    header, *lines = result.stdout.splitlines()
+    assert "POD SECURITY" in header
+    levels = {line.split()[0]: line.split()[-2] for line in lines if line.strip()}
+    assert levels["torch-distributed-restricted"] == "restricted"
+    assert levels["torch-distributed"] == levels["deepspeed-distributed"] == "baseline"
