@@ -348,7 +348,7 @@ def test_run_as_user(case: Case) -> None:
 def test_privileged_level_checks_nothing() -> None:
     pod = PodT(restricted=False).csc(privileged=True).spec(hostPID=True).build()
     assert evaluate(pod, "privileged") == []
-    assert checks_for("privileged") == []
+    assert checks_for("privileged") == ()
 
 
 def test_restricted_replaces_the_baseline_checks_it_overrides() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 Obj = dict[str, Any]
@@ -86,11 +87,18 @@ class Pod:
         """``hostUsers: false``: the pod runs in its own user namespace (some checks relax, KEP-127)."""
         return flag(self.spec.get("hostUsers")) is False
 
-    def containers(self) -> Iterator[Container]:
-        for key in CONTAINER_LISTS:
-            for i, c in enumerate(items(self.spec.get(key))):
-                if isinstance(c, dict):
-                    yield Container(f"spec.{key}[{i}]", text(c.get("name")), c, key == "ephemeralContainers")
+    def containers(self) -> tuple[Container, ...]:
+        return self._containers
+
+    @cached_property
+    def _containers(self) -> tuple[Container, ...]:
+        # Every check walks the containers; build the views once per pod.
+        return tuple(
+            Container(f"spec.{key}[{i}]", text(c.get("name")), c, key == "ephemeralContainers")
+            for key in CONTAINER_LISTS
+            for i, c in enumerate(items(self.spec.get(key)))
+            if isinstance(c, dict)
+        )
 
     def volumes(self) -> Iterator[tuple[str, Obj]]:
         for i, v in enumerate(items(self.spec.get("volumes"))):

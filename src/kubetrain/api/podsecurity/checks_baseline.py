@@ -336,12 +336,13 @@ def windows_host_process(pod: Pod) -> list[Hit]:
     return hits
 
 
-def _handler_hosts(path: str, handler: object) -> Iterator[tuple[str, str]]:
-    h = obj(handler)
+def _handler_hosts(c: Container, parts: tuple[str, ...], handler: object) -> Iterator[tuple[str, str]]:
+    if not isinstance(handler, dict):
+        return
     for kind in ("httpGet", "tcpSocket"):
-        host = text(obj(h.get(kind)).get("host"))
+        host = text(obj(handler.get(kind)).get("host"))
         if host:
-            yield f"{path}.{kind}.host", host
+            yield c.field(*parts, kind, "host"), host
 
 
 def host_probes_and_lifecycle(pod: Pod) -> list[Hit]:
@@ -349,10 +350,10 @@ def host_probes_and_lifecycle(pod: Pod) -> list[Hit]:
     for c in pod.containers():
         found: list[tuple[str, str]] = []
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-            found += _handler_hosts(c.field(probe), c.spec.get(probe))
+            found += _handler_hosts(c, (probe,), c.spec.get(probe))
         lifecycle = obj(c.spec.get("lifecycle"))
         for hook in ("postStart", "preStop"):
-            found += _handler_hosts(c.field("lifecycle", hook), lifecycle.get(hook))
+            found += _handler_hosts(c, ("lifecycle", hook), lifecycle.get(hook))
         hits += [
             Hit(path, f"{_who(c)} probes or hooks another host ({host})", "remove host; the pod's own IP is used")
             for path, host in found

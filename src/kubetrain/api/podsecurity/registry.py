@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Final, Literal
 
 from kubetrain.api.podsecurity import checks_baseline as b
@@ -125,19 +126,20 @@ def level_rank(level: Level) -> int:
     return LEVELS.index(level)
 
 
-def checks_for(level: Level, minor: int | None = None) -> list[tuple[Check, Versioned]]:
+@cache
+def checks_for(level: Level, minor: int | None = None) -> tuple[tuple[Check, Versioned], ...]:
     """The checks a pod must pass to meet ``level`` at policy version ``1.<minor>`` (None: latest), baseline
     checks first, each group in ID order (the order of PodSecurity's messages)."""
     if level == "privileged":
-        return []
+        return ()
     v = NEWEST_MINOR if minor is None else min(minor, NEWEST_MINOR)
     chosen = [(c, impl) for c in CHECKS if (impl := c.at(v)) is not None]
     restricted = [(c, i) for c, i in chosen if c.level == "restricted"]
     baseline = [(c, i) for c, i in chosen if c.level == "baseline"]
     if level == "baseline":
-        return baseline
+        return tuple(baseline)
     overridden = {o for _, i in restricted for o in i.overrides}
-    return [(c, i) for c, i in baseline if c.id not in overridden] + restricted
+    return tuple((c, i) for c, i in baseline if c.id not in overridden) + tuple(restricted)
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,10 @@ def _subject(pod: Pod, path: str) -> str:
 
 def evaluate(template: object, level: Level, minor: int | None = None) -> list[Violation]:
     """Every violation of ``level`` in a PodTemplateSpec dict (``{"metadata": ..., "spec": ...}``)."""
-    pod = Pod.from_template(template)
+    return _evaluate(Pod.from_template(template), level, minor)
+
+
+def _evaluate(pod: Pod, level: Level, minor: int | None) -> list[Violation]:
     return [
         Violation(check.id, check.level, hit.path, hit.message, hit.fix, _subject(pod, hit.path))
         for check, impl in checks_for(level, minor)
@@ -185,8 +190,9 @@ class Assessment:
 
 
 def assess(template: object, minor: int | None = None) -> Assessment:
-    baseline = evaluate(template, "baseline", minor)
-    restricted = evaluate(template, "restricted", minor)
+    pod = Pod.from_template(template)
+    baseline = _evaluate(pod, "baseline", minor)
+    restricted = _evaluate(pod, "restricted", minor)
     level: Level = "privileged" if baseline else "baseline" if restricted else "restricted"
     # A restricted check that replaces a baseline one reports the same field again: keep baseline's finding.
     seen = {v.path for v in baseline}
