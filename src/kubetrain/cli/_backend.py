@@ -48,6 +48,9 @@ def select_backend(kubeconfig: str | None, context: str | None) -> Backend:
     # Imported here so `kubetrain --help` and the cluster backend never load the local one.
     from kubetrain.local.backend import LocalBackend
 
-    return LocalBackend()
+    try:
+        return LocalBackend()
+    except KubetrainError as exc:  # an unusable KUBETRAIN_HOME or state file: the message has the fix
+        fail(str(exc))
 
 

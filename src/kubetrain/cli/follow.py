@@ -5,6 +5,7 @@ Locally the supervisor runs on a thread of this process; on a cluster the backen
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -39,19 +40,69 @@ def follow_remote(backend: Backend, name: str, namespace: str, quiet: bool) -> i
     return 0 if tj.state == "Complete" else 1
 
 
-def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespace: str, quiet: bool) -> int:
+class _Signals:
+    """``kubetrain run``'s signal handling: the first SIGINT/SIGTERM (or SIGHUP) stops the pods gracefully,
+    a second one forces; with ``nohup`` a closed terminal (SIGHUP) only stops the output."""
+
+    def __init__(self, terminate: Any, nohup: bool) -> None:
+        self._terminate = terminate
+        self.nohup = nohup
+        self.first: int | None = None  # the signal that stopped the run
+        self.count = 0
+        self.hung_up = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGHUP and self.nohup:
+            if not self.hung_up:
+                self.hung_up = True
+                # The terminal is gone: writing to it would fail; the logs are in their files anyway.
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.close(devnull)
+            return
+        self.count += 1
+        if self.first is None:
+            self.first = signum
+        self._terminate(signal.Signals(signum).name)
+
+
+def run_local(
+    others: list[dict[str, Any]],
+    tj: TrainJob,
+    workdir: str,
+    namespace: str,
+    quiet: bool,
+    *,
+    detach: bool = False,
+    nohup: bool = False,
+    replace: bool = False,
+) -> int:
     from kubetrain.local.backend import LocalBackend, LogTailer
     from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
 
-    configure_logging()
+    ns = tj.metadata.namespace or namespace
     try:
+        configure_logging()
         backend = LocalBackend()
         if others:
             print_applied(backend.apply(others, namespace=namespace))
-        name = backend.submit(tj.to_wire(), namespace=namespace, workdir=workdir, detach=False)
+        name, verb = backend.submit(
+            tj.to_wire(), namespace=namespace, workdir=workdir, detach=detach, replace=replace
+        )
     except KubetrainError as exc:
         fail(str(exc))
-    ns = tj.metadata.namespace or namespace
+    if detach:
+        print_applied([f"trainjob/{name} {verb}"])
+        click.echo(
+            f"follow it: kubetrain logs {name} -n {ns} -f    stop it: kubetrain delete trainjob {name} -n {ns}",
+            err=True,
+        )
+        return 0
     try:
         sup = Supervisor(backend.store, ns, name)
     except KubetrainError as exc:
@@ -69,11 +120,13 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
     # The supervisor runs on its own thread because pods die with the thread that forked them (PDEATHSIG):
     # that thread lives exactly as long as the TrainJob, while this one draws progress and handles signals.
     worker = threading.Thread(target=target, name="supervisor")
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: sup.terminate(signal.Signals(s).name))
+    signals = _Signals(sup.terminate, nohup)
+    signals.install()
     worker.start()
     tailer = LogTailer(lambda: backend.log_files(name, ns, None), prefix=True)
     console = Console(stderr=True, highlight=False)
+    if verb == "replaced":
+        console.print(f"[dim]trainjob {ns}/{name}: replaced the finished run of that name[/]")
     console.print(
         f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
         f"environment {sys.prefix} (see docs/local.md to map images)[/]"
@@ -83,6 +136,7 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
     # the logs stay plain on stdout and step changes are printed as lines on stderr.
     interactive = console.is_terminal and out_console.is_terminal
     seen: dict[str, str] = {}
+    told = 0
 
     def progress() -> Table:
         t = Table(
@@ -105,7 +159,7 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
                 console.print(f"[dim]step {p.name}: {p.state}[/]")
 
     def emit(lines: list[str], live: Live | None = None) -> None:
-        if quiet:
+        if quiet or signals.hung_up:
             return
         for line in lines:
             if live is not None:
@@ -113,16 +167,31 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
             else:
                 click.echo(line)
 
+    def tell_stopping() -> None:
+        nonlocal told
+        if signals.count > told and not signals.hung_up:
+            told = signals.count
+            if told == 1:
+                console.print(
+                    "[yellow]stopping: SIGTERM sent to every pod, which may take up to its "
+                    "terminationGracePeriodSeconds (default 30 s); interrupt again to kill them now[/]"
+                )
+            else:
+                console.print("[yellow]killing the pods now[/]")
+
     if interactive:
         with Live(progress(), console=out_console, refresh_per_second=4, transient=True) as live:
             while worker.is_alive():
                 emit(tailer.poll(), live)
+                tell_stopping()
                 live.update(progress())
                 worker.join(0.1)
     else:
         while worker.is_alive():
             emit(tailer.poll())
-            step_changes()
+            tell_stopping()
+            if not signals.hung_up:
+                step_changes()
             worker.join(0.1)
     emit(tailer.flush())
     if errors:
@@ -138,4 +207,16 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
     console.print(f"trainjob {ns}/{name}: [bold {color}]{state}[/] ({last_message(final)})")
     if state != "Complete":
         console.print(f"[dim]details: kubetrain describe trainjob {name} -n {ns}[/]")
-    return 0 if state == "Complete" else 1
+    return exit_code(state, signals.first, sup.exec_failure)
+
+
+def exit_code(state: str, signum: int | None, exec_failure: int | None) -> int:
+    """0 Complete; 128+N when stopped by signal N (130 for Ctrl-C); 127/126 when a command could not be
+    executed, as a shell would; 1 for any other failure."""
+    if state == "Complete":
+        return 0
+    if signum is not None:
+        return 128 + signum
+    if exec_failure is not None:
+        return exec_failure
+    return 1

@@ -58,19 +58,42 @@ def register(group: click.Group) -> None:
     @files_option
     @_with_backend_options
     @click.option("-q", "--quiet", is_flag=True, help="Do not stream logs; print only the final state.")
+    @click.option(
+        "-d", "--detach", is_flag=True, help="Start it in the background and return (follow with `kubetrain logs -f`)."
+    )
+    @click.option(
+        "--nohup",
+        is_flag=True,
+        help="Keep running when the terminal closes (SIGHUP, e.g. a dropped SSH session); output stops, logs stay.",
+    )
+    @click.option(
+        "--replace", is_flag=True, help="Replace a finished TrainJob of the same name (its state and logs are removed)."
+    )
     def run(
-        files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str, quiet: bool
+        files: tuple[str, ...],
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
+        quiet: bool,
+        detach: bool,
+        nohup: bool,
+        replace: bool,
     ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
-        Exit status is 0 when the TrainJob ends Complete and 1 when it ends Failed. Runtimes in the same files
-        are applied first; the built-in runtimes (`kubetrain runtimes list`) are always available.
+        Exit status: 0 when the TrainJob ends Complete; 1 when it ends Failed; 127 (126) when a command could
+        not be found (executed); 130 after Ctrl-C (128 + the signal number after SIGTERM/SIGHUP). Ctrl-C stops
+        the pods like the kubelet (SIGTERM, terminationGracePeriodSeconds, SIGKILL); a second Ctrl-C kills them
+        at once. Runtimes in the same files are applied first; the built-in runtimes (`kubetrain runtimes list`)
+        are always available.
 
         \b
         Examples:
           kubetrain run -f examples/quickstart/trainjob.yaml
           kubetrain run -f my-runtime.yaml -f my-trainjob.yaml
-          kubetrain run -f trainjob.yaml --context kind-kind     # on a cluster
+          kubetrain run -f trainjob.yaml --detach            # like apply, for one TrainJob
+          kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
+          kubetrain run -f trainjob.yaml --context kind-kind # on a cluster
         """
         objects, dirs = _load(files)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
@@ -85,14 +108,20 @@ def register(group: click.Group) -> None:
         if _is_cluster(kubeconfig, context):
             backend = _backend(kubeconfig, context)
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
+            if detach:
+                return
             sys.exit(_follow_remote(backend, tj.name, ns, quiet))
-        sys.exit(_run_local(others, tj, workdir, ns, quiet))
+        sys.exit(_run_local(others, tj, workdir, ns, quiet, detach=detach, nohup=nohup, replace=replace))
 
     @group.command("apply")
     @files_option
     @_with_backend_options
     def apply(files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        """Create TrainJobs (started in the background) and runtimes; re-applying may flip spec.suspend.
+        """Create TrainJobs (started in the background) and runtimes, or update them like kubectl.
+
+        Re-applying an unchanged manifest changes nothing ("unchanged"). A TrainJob's runtimeRef, trainer,
+        initializer, activeDeadlineSeconds and managedBy are immutable; spec.suspend, labels and annotations may
+        change; runtimePatches only while it is suspended.
 
         \b
         Examples:
@@ -113,12 +142,14 @@ def register(group: click.Group) -> None:
         applied: list[str] = []
 
         def go() -> None:
-            # One call per object so each TrainJob keeps the working directory of its own file.
+            # One call per object so each TrainJob keeps the working directory of its own file; each result is
+            # printed as it happens, so a later error never hides what was already applied.
             for w, d in sorted(zip(wires, dirs, strict=True), key=lambda p: p[0]["kind"] == "TrainJob"):
-                applied.extend(local.apply([w], namespace=namespace, workdir=d))
+                done = local.apply([w], namespace=namespace, workdir=d)
+                applied.extend(done)
+                print_applied(done)
 
         _run_errors(go)
-        print_applied(applied)
 
     @group.command("get")
     @click.argument("kind", type=click.Choice(["trainjobs", "trainjob", "tj", "runtimes", "runtime"]))
@@ -184,7 +215,7 @@ def register(group: click.Group) -> None:
             row = ([j.namespace] if ns is None else []) + [
                 j.name,
                 j.spec.runtime_ref.name,
-                j.state or "Running",
+                _state(j),
                 _nodes(j),
                 _age(j.metadata.creation_timestamp),
             ]
@@ -240,31 +271,102 @@ def register(group: click.Group) -> None:
         try:
             for line in backend.logs(name, namespace, step=step, follow=follow):
                 click.echo(line)
+            if follow:
+                tj = backend.get_trainjob(name, namespace)
+                if tj.state == "Failed":
+                    click.echo(f"trainjob {name}: Failed: {_message(tj)}", err=True)
         except KubetrainError as exc:
             fail(str(exc))
 
     @group.command("delete")
     @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
     @click.argument("names", nargs=-1, required=True)
+    @click.option("--keep-logs", is_flag=True, help="Locally: keep the TrainJob's logs on disk (the path is printed).")
     @_with_backend_options
     def delete(
-        kind: str, names: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str
+        kind: str,
+        names: tuple[str, ...],
+        keep_logs: bool,
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
     ) -> None:
-        """Delete TrainJobs and stop every process of them. Locally, logs and volumes stay on disk.
+        """Delete TrainJobs: stop every process (SIGTERM, the pods' grace period, SIGKILL) and remove their state
+        and, locally, their logs (unless --keep-logs). Local volumes (PVCs) stay on disk.
 
         \b
         Examples:
           kubetrain delete trainjob my-job
           kubetrain delete tj job-a job-b -n team-a
+          kubetrain delete trainjob my-job --keep-logs
         """
         backend = _backend(kubeconfig, context)
         for name in names:
-            logs_dir = None
+            kept = ""
             try:
-                if hasattr(backend, "logs_dir"):
-                    logs_dir = backend.logs_dir(name, namespace)
-                backend.delete_trainjob(name, namespace)
+                if _is_cluster(kubeconfig, context):
+                    backend.delete_trainjob(name, namespace)
+                else:
+                    from kubetrain.local.backend import LocalBackend
+
+                    assert isinstance(backend, LocalBackend)
+                    logs_dir = backend.logs_dir(name, namespace) if keep_logs else None
+                    backend.delete_trainjob(name, namespace, keep_logs=keep_logs)
+                    kept = f" (logs kept in {logs_dir})" if logs_dir else ""
             except KubetrainError as exc:
                 fail(str(exc))
-            kept = f" (logs kept in {logs_dir})" if logs_dir else ""
             click.echo(f'trainjob.trainer.kubeflow.org "{name}" deleted{kept}')
+
+    @group.command("prune")
+    @click.option(
+        "--older-than",
+        default="0s",
+        show_default=True,
+        help="Only TrainJobs that finished at least this long ago (90s, 30m, 12h, 7d).",
+    )
+    @click.option("--volumes", is_flag=True, help="Also remove local volumes (PVCs) of TrainJobs that no longer exist.")
+    @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+    @click.option("-A", "--all-namespaces", is_flag=True, help="Prune in every namespace.")
+    @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace.")
+    def prune(older_than: str, volumes: bool, dry_run: bool, all_namespaces: bool, namespace: str) -> None:
+        """Remove finished TrainJobs on this machine (state, logs, pod scratch) and leftover files.
+
+        Running TrainJobs are never touched. To do this automatically, set a retention in
+        $KUBETRAIN_HOME/config.yaml (`retention: {ttlAfterFinished: 7d, maxFinished: 100}`, see docs/local.md).
+
+        \b
+        Examples:
+          kubetrain prune -A
+          kubetrain prune --older-than 7d --dry-run
+          kubetrain prune -n team-a --volumes
+        """
+        from kubetrain.local.backend import LocalBackend
+        from kubetrain.local.config import parse_duration
+
+        try:
+            age = parse_duration(older_than, "--older-than")
+            pruned = LocalBackend().prune(
+                older_than=age, namespace=None if all_namespaces else namespace, volumes=volumes, dry_run=dry_run
+            )
+        except KubetrainError as exc:
+            fail(str(exc))
+        verb = "would remove" if dry_run else "removed"
+        for p in pruned:
+            click.echo(f"{verb} {p.what} ({_size(p.bytes)})")
+        total = sum(p.bytes for p in pruned)
+        click.echo(f"{verb} {len(pruned)} item(s), {_size(total)}" if pruned else "nothing to prune", err=True)
+
+
+def _size(n: int) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f:
+            return f"{n / f:.1f} {unit}"
+    return f"{n} B"
+
+
+def _state(j: TrainJob) -> str:
+    """The STATE column; a queued TrainJob also says what it waits for."""
+    queued = j.condition("Queued")
+    if j.state == "Queued" and queued is not None and queued.reason:
+        return f"Queued ({queued.reason})"
+    return j.state or "Running"

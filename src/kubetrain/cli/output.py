@@ -40,12 +40,14 @@ def last_message(tj: TrainJob) -> str:
 
 
 def print_applied(applied: list[str]) -> None:
+    """``kind/name`` (printed ``applied``) or ``kind/name verb`` (``created``, ``configured``, ``unchanged``)."""
     for a in applied:
-        kind, _, name = a.partition("/")
+        ref, _, verb = a.partition(" ")
+        kind, _, name = ref.partition("/")
         click.echo(
-            f"{kind}.trainer.kubeflow.org/{name} applied"
+            f"{kind}.trainer.kubeflow.org/{name} {verb or 'applied'}"
             if kind in ("trainjob", "trainingruntime", "clustertrainingruntime")
-            else f"{kind}/{name} applied"
+            else f"{kind}/{name} {verb or 'applied'}"
         )
 
 

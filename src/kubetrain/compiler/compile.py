@@ -16,6 +16,7 @@ from kubetrain.compiler.framework import (
     PreBuildPlugin,
     ValidatePlugin,
 )
+from kubetrain.compiler.hostnames import validate_hostnames
 from kubetrain.compiler.info import Info, build_info
 from kubetrain.compiler.keys import KeyGen
 from kubetrain.compiler.plugins.jobset import JobSet
@@ -99,4 +100,5 @@ def validate_trainjob(trainjob: TrainJob, runtime: AnyRuntime | None, *, old: Tr
         return result
     for plugin in VALIDATE:
         result.extend(plugin.validate(info, old))
+    result.extend(validate_hostnames(info))
     return result

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
+import secrets
 import signal
+import string
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,74 +29,25 @@ from kubetrain.api import constants as C
 from kubetrain.api.loader import load_text
 from kubetrain.api.views import Event, StepView, TrainJobDetails
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
-from kubetrain.local import namespaces, paths, pods, reaper, status
-from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
+from kubetrain.local import config, housekeeping, namespaces, paths, pods, reaper, status, terminate
+from kubetrain.local.logs import LogTailer, step_prefix
+from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
+from kubetrain.local.updates import merged, plan_update
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
+
+__all__ = ["LocalBackend", "LogTailer", "NotFoundError", "step_prefix"]
 
 
 class NotFoundError(KubetrainError):
     pass
 
 
-def step_prefix(short: str) -> str:
-    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
-    head, _, index = short.rpartition("-")
-    return f"{head}/{index}"
-
-
-class LogTailer:
-    """Incremental reader of several pod logs; lines get a ``[step/rank]`` prefix when there is more than one
-    step (``prefix=None``), always (``True``) or never (``False``)."""
-
-    def __init__(self, files: Callable[[], list[tuple[str, Path]]], prefix: bool | None = None) -> None:
-        self._files = files
-        self._prefix = prefix
-        self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
-        self._known: list[tuple[str, Path]] = []
-
-    def _fmt(self, prefix: str, line: bytes) -> str:
-        text = line.decode(errors="replace")
-        many = self._prefix if self._prefix is not None else len(self._known) > 1
-        return f"[{prefix}] {text}" if many else text
-
-    def poll(self) -> list[str]:
-        self._known = self._files()
-        out: list[str] = []
-        for prefix, path in self._known:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offsets.get(path, 0))
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            if not data:
-                continue
-            self._offsets[path] = self._offsets.get(path, 0) + len(data)
-            *lines, rest = (self._partial.pop(path, b"") + data).split(b"\n")
-            if rest:
-                self._partial[path] = rest
-            out += [self._fmt(prefix, line) for line in lines]
-        return out
-
-    def flush(self) -> list[str]:
-        """Unterminated last lines, once the writers are gone."""
-        out = self.poll()
-        names = dict((path, prefix) for prefix, path in self._known)
-        for path, rest in self._partial.items():
-            out.append(self._fmt(names.get(path, "?"), rest))
-        self._partial.clear()
-        return out
-
-
 class LocalBackend:
     def __init__(self, store: Store | None = None) -> None:
         self.store = store or Store()
-        # "The next command notices": every backend use first records supervisors that died.
-        reaper.reap(self.store)
 
     # Applying.
     def apply(
@@ -105,19 +58,20 @@ class LocalBackend:
         workdir: str | None = None,
         detach: bool = True,
     ) -> list[str]:
-        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them."""
+        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them. Returns
+        ``kind/name created|configured|unchanged`` per object, like kubectl."""
         applied: list[str] = []
         for m in manifests:
             if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
                 m = copy.deepcopy(m)
                 if m["kind"] != C.KIND_CLUSTER_TRAINING_RUNTIME:
                     m.setdefault("metadata", {}).setdefault("namespace", namespace)
-                self.store.put_runtime(m)
-                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']}")
+                verb = self.store.put_object(m)
+                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']} {verb}")
         for m in manifests:
             if m.get("kind") == C.KIND_TRAINJOB:
-                name = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
-                applied.append(f"trainjob/{name}")
+                name, verb = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
+                applied.append(f"trainjob/{name} {verb}")
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
                     f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
@@ -152,71 +106,149 @@ class LocalBackend:
             builtins += builtin_runtimes()  # all of them: resolve_runtime suggests near names from these
         return stored + [r for r in builtins if (r.kind, "", r.name) not in names]
 
-    def submit(self, manifest: dict[str, Any], *, namespace: str, workdir: str, detach: bool) -> str:
-        """Validate, compile and record a TrainJob; with ``detach`` also start its supervisor process."""
+    def submit(
+        self,
+        manifest: dict[str, Any],
+        *,
+        namespace: str,
+        workdir: str,
+        detach: bool,
+        replace: bool = False,
+    ) -> tuple[str, str]:
+        """Validate, compile and record a TrainJob, then start its supervisor (a detached process with
+        ``detach``; otherwise the caller runs it). An existing TrainJob of that name is updated by upstream's
+        mutability rules (``apply``), or replaced when ``replace`` and it has finished (``run --replace``).
+        Returns the name and ``created``, ``configured`` or ``unchanged``."""
         namespaces.check_available()  # before recording anything: a TrainJob that cannot run is not created
         try:
             tj = TrainJob.model_validate(manifest)
         except ValidationError as exc:
             raise KubetrainError(f"invalid TrainJob: {exc}") from None
-        if not tj.metadata.name:
-            raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name)")
         tj.metadata.namespace = tj.metadata.namespace or namespace
-        existing = self.store.get_trainjob(tj.namespace, tj.name)
-        if existing is not None and not status.finished(existing.trainjob.get("status") or {}):
-            if not detach:
-                raise KubetrainError(
-                    f"TrainJob {tj.namespace}/{tj.name} is already running (supervisor pid "
-                    f"{existing.supervisor_pid}); follow it with `kubetrain logs {tj.name} -f`, or "
-                    f"`kubetrain delete trainjob {tj.name}` first"
+        generated = not tj.metadata.name and bool(tj.metadata.generate_name)
+        if not tj.metadata.name and not generated:
+            raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name or metadata.generateName)")
+        replaced: TrainJobRow | None = None
+        if not generated:
+            existing = self.store.get_trainjob(tj.namespace, tj.name)
+            if existing is not None and not (replace and status.finished(existing.trainjob.get("status") or {})):
+                return tj.name, self._update(existing, tj, detach=detach, replace=replace)
+            replaced = existing
+        for attempt in range(20):
+            if generated:
+                suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+                tj.metadata.name = f"{tj.metadata.generate_name}{suffix}"
+            runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
+            result.extend(validate_trainjob(tj, runtime))
+            if not result.ok:
+                raise InvalidObjectError(result.errors)
+            assert runtime is not None
+            tj.metadata.uid = str(uuid.uuid4())
+            tj.metadata.creation_timestamp = now_rfc3339()
+            tj.status = None
+            objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
+            _check_exec_sizes(tj.name, objects)
+            owner = (os.getpid(), pods.proc_start_time(os.getpid()))
+            try:
+                self.store.create_trainjob(
+                    tj.to_wire(), objects, str(Path(workdir).resolve()), owner, replace_finished=replace
                 )
-            return self._update_running(existing, tj)
-        runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
-        result.extend(validate_trainjob(tj, runtime))
-        if not result.ok:
-            raise InvalidObjectError(result.errors)
-        assert runtime is not None
-        tj.metadata.uid = str(uuid.uuid4())
-        tj.metadata.creation_timestamp = now_rfc3339()
-        tj.status = None
-        objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
-        wire = tj.to_wire()
-        self.store.put_trainjob(wire, objects, str(Path(workdir).resolve()))
+                break
+            except AlreadyExistsError:
+                if generated and attempt < 19:
+                    continue
+                existing = self.store.get_trainjob(tj.namespace, tj.name)
+                if existing is None:
+                    raise
+                return tj.name, self._update(existing, tj, detach=detach, replace=replace)
+        if replaced is not None:
+            housekeeping.remove_files(replaced, keep_logs=False)
         if detach:
             self._spawn_supervisor(tj.namespace, tj.name)
-        else:
-            self.store.set_supervisor(tj.namespace, tj.name, os.getpid(), pods.proc_start_time(os.getpid()))
-        return tj.name
+        self._retention()
+        return tj.name, "replaced" if replaced is not None else "created"
 
-    def _update_running(self, row: TrainJobRow, new: TrainJob) -> str:
-        old = TrainJob.model_validate(row.trainjob)
-        old_spec = old.spec.model_dump(exclude={"suspend"})
-        if new.spec.model_dump(exclude={"suspend"}) != old_spec:
-            raise KubetrainError(
-                f"TrainJob {row.namespace}/{row.name} is running; only spec.suspend can change "
-                f"(fix: `kubetrain delete trainjob {row.name}` first, or change only spec.suspend)"
+    def _update(self, row: TrainJobRow, new: TrainJob, *, detach: bool, replace: bool) -> str:
+        old_wire = TrainJob.model_validate(row.trainjob).to_wire()
+        new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
+        new_wire = new.to_wire()
+        finished = status.finished(row.trainjob.get("status") or {})
+        if not detach:
+            state = status.state_of(row.trainjob.get("status") or {}) or "Running"
+            fix = (
+                f"`kubetrain run --replace` replaces it (its logs are removed), `kubetrain delete trainjob {row.name}` "
+                "removes it, or set metadata.generateName for a new name on every run"
+                if finished
+                else f"follow it with `kubetrain logs {row.name} -f`, or `kubetrain delete trainjob {row.name}` first"
             )
-        row.trainjob["spec"]["suspend"] = bool(new.spec.suspend)
-        self.store.update_trainjob(row.namespace, row.name, row.trainjob)
-        return row.name
+            why = f"({state})" if finished else f"and is running (supervisor pid {row.supervisor_pid})"
+            raise AlreadyExistsError(
+                f'trainjob "{row.name}" already exists in namespace "{row.namespace}" {why}; {fix}'
+            )
+        verb = plan_update(old_wire, new_wire)
+        if verb == "unchanged":
+            return verb
+        objects = None
+        if old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches"):
+            # Allowed only around a suspension: the pods are rebuilt from the new objects when it resumes,
+            # with the runtime as it was when the TrainJob was created (its snapshot).
+            runtime = self._snapshot_runtime(row) or resolve_runtime(new, self.runtimes(new.spec.runtime_ref.name))[0]
+            result = validate_trainjob(new, runtime)
+            if not result.ok:
+                raise InvalidObjectError(result.errors)
+            assert runtime is not None
+            objects = compile_trainjob(new, runtime, keygen=ecdsa_keygen)
+        with self.store.transaction():
+            fresh = self.store.get_trainjob(row.namespace, row.name)
+            if fresh is None or fresh.uid != row.uid:
+                raise KubetrainError(f'trainjob "{row.name}" changed while it was being updated; apply it again')
+            self.store.update_trainjob(row.namespace, row.name, merged(fresh.trainjob, new_wire), objects=objects)
+        return verb
+
+    @staticmethod
+    def _snapshot_runtime(row: TrainJobRow) -> AnyRuntime | None:
+        from kubetrain.compiler.plugins.snapshot import DATA_KEY, snapshot_name
+
+        for o in row.objects:
+            if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == snapshot_name(row.name):
+                found = load_text((o.get("data") or {}).get(DATA_KEY, ""), "runtime snapshot").objects
+                return next((r for r in found if isinstance(r, ClusterTrainingRuntime | TrainingRuntime)), None)
+        return None
 
     def _spawn_supervisor(self, namespace: str, name: str) -> None:
-        # Registered under our own pid first: if we die before the child starts, the reaper sees a dead pid.
-        self.store.set_supervisor(namespace, name, os.getpid(), pods.proc_start_time(os.getpid()))
+        """Start the detached supervisor. The TrainJob was created with *our* pid as its owner; the child waits
+        for ``go`` on stdin, which we send only after recording its pid. If we die in between, the child exits
+        without acting and readers see the TrainJob's owner (us) gone: it is never run twice or silently lost."""
+        from kubetrain.local.supervisor import GO
+
         out: IO[bytes]
         with open(paths.supervisor_log(), "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kubetrain.local.supervisor", namespace, name],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
+        assert proc.stdin is not None
+        try:
+            self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
+            proc.stdin.write(GO)
+            proc.stdin.close()
+        except BaseException:
+            proc.kill()
+            raise
+
+    def _retention(self) -> None:
+        try:
+            housekeeping.apply_retention(self.store, config.load().retention)
+        except (KubetrainError, OSError):
+            pass  # housekeeping never fails a submit
 
     # Reading.
     def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
-        return [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+        rows = reaper.check_all(self.store, self.store.list_trainjobs(namespace))
+        return [TrainJob.model_validate(r.trainjob) for r in rows]
 
     def _row(self, name: str, namespace: str) -> TrainJobRow:
         row = self.store.get_trainjob(namespace, name)
@@ -224,7 +256,7 @@ class LocalBackend:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
             hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
-        return row
+        return reaper.check(self.store, row)
 
     def get_trainjob(self, name: str, namespace: str) -> TrainJob:
         return TrainJob.model_validate(self._row(name, namespace).trainjob)
@@ -269,6 +301,7 @@ class LocalBackend:
         return [(step_prefix(p.name), Path(p.log)) for p in chosen]
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
+        row = self._row(name, namespace)
         tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
         while True:
             lines = tailer.poll()
@@ -276,30 +309,56 @@ class LocalBackend:
             if not follow:
                 break
             if not lines:
-                row = self.store.get_trainjob(namespace, name)
-                if row is None or (
-                    status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
-                ):
-                    yield from tailer.poll()
+                # Ends when the TrainJob has finished and its supervisor is gone, or at once when the supervisor
+                # died (it is then recorded as lost; the caller shows the reason).
+                current = self.store.get_trainjob(namespace, name)
+                if current is None or current.uid != row.uid:
+                    break
+                if not reaper.supervisor_alive(current):
+                    reaper.check(self.store, current)
                     break
                 time.sleep(0.2)
         yield from tailer.flush()
 
     # Deleting.
-    def delete_trainjob(self, name: str, namespace: str) -> None:
+    def delete_trainjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:
+        """Stop every process of the TrainJob (each pod gets its grace period), forget it, and remove its files
+        (its logs too unless ``keep_logs``: ``logs_dir`` says where they stay). Volumes stay."""
         row = self._row(name, namespace)
         if reaper.supervisor_alive(row) and row.supervisor_pid != os.getpid():
             assert row.supervisor_pid is not None
-            os.kill(row.supervisor_pid, signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and reaper.supervisor_alive(row):
-                time.sleep(0.05)
+            self._stop_supervisor(row)
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
-        self.store.delete_trainjob(namespace, name)
+        if not self.store.delete_trainjob(namespace, name, uid=row.uid):
+            raise NotFoundError(f'trainjob "{name}" was deleted or replaced meanwhile')
+        housekeeping.remove_files(row, keep_logs=keep_logs)
+
+    def _stop_supervisor(self, row: TrainJobRow) -> None:
+        assert row.supervisor_pid is not None
+        grace = max(
+            [terminate.grace_of(((rj.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {})
+             for o in row.objects if o.get("kind") == "JobSet"
+             for rj in (o.get("spec") or {}).get("replicatedJobs") or []]
+            or [terminate.DEFAULT_GRACE]
+        )
+        # First SIGTERM: the supervisor stops the pods gracefully; a second one (after the grace period) forces.
+        for sig, wait in ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.kill(row.supervisor_pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not reaper.supervisor_alive(row):
+                    return
+                time.sleep(0.05)
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)
         return paths.trainjob_dir(namespace, name, row.uid) / "logs"
+
+    def prune(self, **kwargs: Any) -> list[housekeeping.Pruned]:
+        return housekeeping.prune(self.store, **kwargs)
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         return [
@@ -309,3 +368,19 @@ class LocalBackend:
             or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
             or (r.metadata.namespace or "default") == namespace
         ]
+
+
+def _check_exec_sizes(name: str, objects: list[dict[str, Any]]) -> None:
+    """Refuse, before anything is recorded, a TrainJob whose processes Linux could not start (E2BIG)."""
+    for o in objects:
+        if o.get("kind") != "JobSet":
+            continue
+        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
+            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            for kind in ("initContainers", "containers"):
+                for c in pod.get(kind) or []:
+                    env = pods.base_env(c.get("image"))
+                    env.update({e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "name" in e})
+                    argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+                    where = f"TrainJob {name}: JobSet spec.replicatedJobs[{rj.get('name')}]...{kind}[{c.get('name')}]"
+                    pods.check_exec_size(argv, env, where)
