@@ -327,8 +327,8 @@ def probe_target(probe: dict[str, Any], container: Container, address: str) -> t
     return "http", g.get("host") or address, _port(g, container.spec), g.get("path", "/"), timeout
 
 
-def run_exec_probe(probe: dict[str, Any], container: Container, rootless: bool) -> bool:
-    """An exec readiness check inside the pod's own namespaces (its user namespace too when rootless)."""
+def run_exec_probe(probe: dict[str, Any], container: Container, ctx: PodContext) -> bool:
+    """An exec readiness check inside the pod's own namespaces."""
     timeout = float(probe.get("timeoutSeconds", 1))
     proc = container.proc
     if proc is None or proc.poll() is not None:
@@ -340,8 +340,13 @@ def run_exec_probe(probe: dict[str, Any], container: Container, rootless: bool) 
         return False
     if not inner:
         return False
-    user = ["-U", "--preserve-credentials"] if rootless else []
-    argv = ["nsenter", "-t", inner[0], *user, "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
+    if ctx.rootless:
+        # The pod's user namespace is a child of the TrainJob's; only from inside the TrainJob's (where the pod's
+        # network already is) may we enter it, so: TrainJob namespaces first, then the pod's own.
+        spaces = ["-U", "--preserve-credentials", "-m", "-u", "-i", "-p"]
+        argv = [*ctx.enter, "nsenter", "-t", inner[0], *spaces, "--", *probe["exec"]["command"]]
+    else:
+        argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=max(timeout, 1), env=container.env, check=False)
     except (subprocess.TimeoutExpired, OSError):

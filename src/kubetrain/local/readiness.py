@@ -69,7 +69,7 @@ class ReadinessGate(PodLauncher):
                     elif fut is None and now >= c.next_probe:
                         if "exec" in probe:
                             self._probes[key] = self._exec_probes.submit(
-                                pods.run_exec_probe, probe, c, self.ctx.rootless
+                                pods.run_exec_probe, probe, c, self.ctx
                             )
                         elif "tcpSocket" in probe or "httpGet" in probe:
                             kind, host, port, path, timeout = pods.probe_target(probe, c, pod.plan.address)
