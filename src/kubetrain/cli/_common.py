@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import Loaded, Manifest, load_file
@@ -59,15 +60,19 @@ def _print(f: Finding, label: str, color: str) -> None:
     where = f"{f.source}: " if f.source else ""
     who = f"{f.obj}: " if f.obj else ""
     path = f"{f.path}: " if f.path else ""
-    stderr.print(f"[bold {color}]{label}[/]: {where}{who}[bold]{path}[/]{f.message}", markup=True)
+    stderr.print(
+        f"[bold {color}]{label}[/]: {escape(where)}{escape(who)}[bold]{escape(path)}[/]{escape(f.message)}",
+        markup=True,
+    )
     if f.fix:
-        stderr.print(f"  [dim]fix:[/] {f.fix}", markup=True)
+        stderr.print(f"  [dim]fix:[/] {escape(f.fix)}", markup=True)
 
 
 def fail(message: str, fix: str | None = None, code: int = 1) -> NoReturn:
-    stderr.print(f"[bold red]error[/]: {message}", markup=True)
+    # Escaped: messages name fields like `replicatedJobs[node]`, which rich would take for markup and drop.
+    stderr.print(f"[bold red]error[/]: {escape(message)}", markup=True)
     if fix:
-        stderr.print(f"  [dim]fix:[/] {fix}", markup=True)
+        stderr.print(f"  [dim]fix:[/] {escape(fix)}", markup=True)
     sys.exit(code)
 
 

@@ -357,8 +357,16 @@ class LocalBackend:
         row = self._row(name, namespace)
         return paths.trainjob_dir(namespace, name, row.uid) / "logs"
 
-    def prune(self, **kwargs: Any) -> list[housekeeping.Pruned]:
-        return housekeeping.prune(self.store, **kwargs)
+    def prune(
+        self, *, older_than: float = 0.0, namespace: str | None = None, volumes: bool = False, dry_run: bool = False
+    ) -> list[housekeeping.Pruned]:
+        if self.store.read_only is not None and not dry_run:
+            housekeeping.free_space_first(self.store, older_than=older_than, namespace=namespace)
+            self.store.close()
+            self.store = Store()
+        return housekeeping.prune(
+            self.store, older_than=older_than, namespace=namespace, volumes=volumes, dry_run=dry_run
+        )
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         return [
@@ -382,5 +390,8 @@ def _check_exec_sizes(name: str, objects: list[dict[str, Any]]) -> None:
                     env = pods.base_env(c.get("image"))
                     env.update({e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "name" in e})
                     argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
-                    where = f"TrainJob {name}: JobSet spec.replicatedJobs[{rj.get('name')}]...{kind}[{c.get('name')}]"
+                    where = (
+                        f"TrainJob {name}: JobSet spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec."
+                        f"{kind}[{c.get('name')}]"
+                    )
                     pods.check_exec_size(argv, env, where)

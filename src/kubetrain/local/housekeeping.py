@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from kubetrain.api import constants as C
 from kubetrain.local import paths, reaper, status
@@ -74,6 +75,30 @@ def remove_files(row: TrainJobRow, *, keep_logs: bool) -> Path:
     return d
 
 
+def select(
+    store: Store, *, older_than: float, namespace: str | None, keep_newest: int | None = None
+) -> list[TrainJobRow]:
+    """Finished TrainJobs that finished at least ``older_than`` seconds ago, or beyond the newest
+    ``keep_newest`` ones."""
+    now = time.time()
+    rows = store.list_trainjobs(namespace)
+    if store.read_only is None:
+        rows = reaper.check_all(store, rows)
+    done = sorted(
+        ((t, r) for r in rows if (t := finished_at(r)) is not None), key=lambda p: p[0], reverse=True
+    )
+    return [
+        r for i, (t, r) in enumerate(done) if now - t >= older_than or (keep_newest is not None and i >= keep_newest)
+    ]
+
+
+def free_space_first(store: Store, **criteria: Any) -> None:
+    """On a full disk the store cannot record anything: remove the selected TrainJobs' files first, so that the
+    store can then be written (their records go next)."""
+    for r in select(store, **criteria):
+        shutil.rmtree(paths.trainjob_dir(r.namespace, r.name, r.uid), ignore_errors=True)
+
+
 def prune(
     store: Store,
     *,
@@ -83,18 +108,9 @@ def prune(
     volumes: bool = False,
     dry_run: bool = False,
 ) -> list[Pruned]:
-    """Remove finished TrainJobs that finished at least ``older_than`` seconds ago (all but the newest
-    ``keep_newest`` when given), then files of TrainJobs that no longer exist."""
-    now = time.time()
-    rows = reaper.check_all(store, store.list_trainjobs(namespace))
-    done = sorted(
-        ((t, r) for r in rows if (t := finished_at(r)) is not None), key=lambda p: p[0], reverse=True
-    )
-    victims = [
-        r for i, (t, r) in enumerate(done) if now - t >= older_than or (keep_newest is not None and i >= keep_newest)
-    ]
+    """Remove finished TrainJobs (see ``select``), then files of TrainJobs that no longer exist."""
     out: list[Pruned] = []
-    for r in victims:
+    for r in select(store, older_than=older_than, namespace=namespace, keep_newest=keep_newest):
         d = paths.trainjob_dir(r.namespace, r.name, r.uid)
         size = du(d)
         if not dry_run:

@@ -25,7 +25,7 @@ from kubetrain.local.netns import NetworkNamespace, Outbound
 from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, find_jobset
 from kubetrain.local.resources import Capacity, find_podgroup, pod_requests
 from kubetrain.local.scheduler import Owner, Scheduler
-from kubetrain.local.store import PodRow, Store
+from kubetrain.local.store import PodRow, Store, StoreError
 
 # Events are logged under the supervisor's name: they are its events.
 log = logging.getLogger("kubetrain.local.supervisor")
@@ -99,6 +99,8 @@ class JobState:
         self._next_admission = 0.0
         self._queued: tuple[str, str] | None = None  # (reason, message) while pods wait for resources
         self.exec_failure: int | None = None  # 127/126 when a container's command could not be executed
+        self._events: list[tuple[str, str, str]] = []
+        self._store_error: str | None = None
         self.ctx = pods.PodContext(
             namespace=namespace,
             uid=row.uid,
@@ -171,7 +173,28 @@ class JobState:
             reason,
             message,
         )
-        self.store.add_event(self.namespace, self.name, type_, reason, message)
+        self._events.append((type_, reason, message))
+        self._flush_events()
+
+    def _flush_events(self) -> None:
+        # Kept in memory while the store cannot be written (disk full), and written once it can again.
+        while self._events:
+            try:
+                self.store.add_event(self.namespace, self.name, *self._events[0])
+            except StoreError as exc:
+                self._store_trouble(exc)
+                return
+            self._events.pop(0)
+
+    def _store_trouble(self, exc: StoreError) -> None:
+        if self._store_error != str(exc):
+            self._store_error = str(exc)
+            log.warning(
+                "store write failed trainjob=%s/%s (pods keep running; retrying) error=%r",
+                self.namespace,
+                self.name,
+                str(exc),
+            )
 
     def _persist_pods(self) -> None:
         rows = []
@@ -195,14 +218,23 @@ class JobState:
                         log=str(self.log_path(p.plan)),
                     )
                 )
-        self.store.put_pods(rows)
+        try:
+            self.store.put_pods(rows)
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return
         self._dirty.clear()
 
     def _persist_status(self) -> None:
         self._update_jobs_status()
         if self.status != (self.trainjob.get("status") or {}):
+            try:
+                self.store.set_status(self.namespace, self.name, self.row.uid, copy.deepcopy(self.status))
+            except StoreError as exc:
+                self._store_trouble(exc)
+                return
             self.trainjob["status"] = copy.deepcopy(self.status)
-            self.store.set_status(self.namespace, self.name, self.row.uid, self.trainjob["status"])
+        self._flush_events()
 
     def log_path(self, pod: PodPlan) -> Path:
         return self.dir / "logs" / f"{pod.short}.log"

@@ -8,6 +8,8 @@ import time
 from kubetrain.local import paths, pods, status, terminate
 from kubetrain.local.jobstate import JobRun, JobState, PodRun
 from kubetrain.local.resources import never_fits
+from kubetrain.local.scheduler import Decision
+from kubetrain.local.store import StoreError
 from kubetrain.local.volumes import claim_template_names, pod_volumes
 
 ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
@@ -40,6 +42,13 @@ class PodLauncher(JobState):
             # Locally only: the STATE column is the last condition's type, and a waiting job is no longer waiting.
             self.status["conditions"] = [c for c in conds if c["type"] != COND_QUEUED]
 
+    def _decide(self, key: str, requests: dict[str, dict[str, float]]) -> Decision:
+        try:
+            return self.scheduler.admit(key, requests)
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return Decision(False, reason="StoreUnavailable", message=f"the local scheduler cannot decide: {exc}")
+
     def _admit_gang(self) -> bool:
         """With a PodGroup, every pod of the TrainJob is admitted at once or none is."""
         if self.podgroup is None or self._gang_admitted:
@@ -55,7 +64,7 @@ class PodLauncher(JobState):
             return False
         if time.monotonic() < self._next_admission:
             return False
-        decision = self.scheduler.admit("gang", self.requests)
+        decision = self._decide("gang", self.requests)
         if not decision.admitted:
             self._next_admission = time.monotonic() + ADMISSION_RETRY
             self._set_queued(decision.reason, decision.message)
@@ -82,7 +91,7 @@ class PodLauncher(JobState):
             return False
         if time.monotonic() < self._next_admission:
             return False
-        decision = self.scheduler.admit(pod.plan.short, {pod.plan.short: req})
+        decision = self._decide(pod.plan.short, {pod.plan.short: req})
         if not decision.admitted:
             self._next_admission = time.monotonic() + ADMISSION_RETRY
             if pod.message != decision.message:
@@ -103,14 +112,20 @@ class PodLauncher(JobState):
             p.admitted = False
             p.gpus = None
         if held and self.podgroup is None:
-            self.scheduler.release([p.plan.short for p in held])
+            try:
+                self.scheduler.release([p.plan.short for p in held])
+            except StoreError as exc:
+                self._store_trouble(exc)  # the books are corrected when this supervisor ends
 
     def _release_all(self) -> None:
         for j in self.jobs:
             for p in j.pods:
                 p.admitted, p.gpus = False, None
         self._gang_admitted = False
-        self.scheduler.release_all()
+        try:
+            self.scheduler.release_all()
+        except StoreError as exc:
+            self._store_trouble(exc)
 
     # Starting.
     def _start_pod(self, job: JobRun, pod: PodRun) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -83,11 +84,21 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def disk_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path if path.is_dir() else path.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 256 * 1024
+
+
 def explain(exc: BaseException, path: Path) -> str:
     """What a storage failure means for the user, and the fix; the state is unchanged when this is raised."""
     text = str(exc)
     low = text.lower()
-    if "disk is full" in low or getattr(exc, "errno", None) == errno.ENOSPC:
+    # SQLite reports a full disk as "database or disk is full", or as "disk I/O error" when it could not even
+    # create its shared-memory file: ask the file system.
+    if "disk is full" in low or getattr(exc, "errno", None) == errno.ENOSPC or disk_full(path):
         return (
             f"no space left on the disk holding kubetrain's state ({path.parent}): {text}. Nothing was changed. "
             "Fix: free disk space (`kubetrain prune` removes finished TrainJobs and their logs) or set "
@@ -156,6 +167,7 @@ class Store:
         self.path = path or paths.db_path()
         self._lock = threading.RLock()
         self._depth = 0
+        self.read_only: str | None = None  # why writes are refused, when the store could only be opened to read
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=60, isolation_level=None, check_same_thread=False
@@ -165,7 +177,27 @@ class Store:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as exc:
-            raise StoreError(explain(exc, self.path)) from None
+            reason = explain(exc, self.path)
+            if not self._open_read_only():
+                raise StoreError(reason) from None
+            self.read_only = reason
+
+    def _open_read_only(self) -> bool:
+        """Reading must keep working when the disk is full (``get``, ``logs``): without write access SQLite
+        cannot create its WAL index, but a store nobody has open is complete in its main file."""
+        if not self.path.exists():
+            return False
+        try:
+            conn = sqlite3.connect(
+                f"file:{self.path}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                conn.close()
+                return False
+        except sqlite3.Error:
+            return False
+        self._conn = conn
+        return True
 
     def _migrate(self) -> None:
         if self._conn.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
@@ -203,6 +235,8 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
+            if self.read_only is not None:
+                raise StoreError(self.read_only)
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:

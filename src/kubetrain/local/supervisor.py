@@ -25,7 +25,7 @@ from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
 from kubetrain.local.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
-from kubetrain.local.store import Store
+from kubetrain.local.store import Store, StoreError
 
 __all__ = [
     "PROBE_RETRY",
@@ -153,7 +153,11 @@ class Supervisor(ReadinessGate, FailurePolicy):
         now = time.time()
         if now - self._last_reload > 0.3:
             self._last_reload = now
-            row = self.store.get_trainjob(self.namespace, self.name)
+            try:
+                row = self.store.get_trainjob(self.namespace, self.name)
+            except StoreError as exc:
+                self._store_trouble(exc)
+                row = self.row
             if row is None or row.uid != self.row.uid:
                 self.terminate("TrainJob deleted")
                 return
