@@ -30,12 +30,17 @@ def one_line(text: str) -> str:
 def test_killed_supervisor_ends_logs_follow_with_the_reason_and_keeps_every_log(
     kt_home: Path, tmp_path: Path
 ) -> None:
-    code = "import sys, time\nprint('line 1', flush=True)\nsys.stdout.write('partial'); sys.stdout.flush()\ntime.sleep(600)"
+    code = (
+        "import sys, time\nprint('line 1', flush=True)\nsys.stdout.write('partial'); sys.stdout.flush()\n"
+        "time.sleep(600)"
+    )
     rt = runtime("k9", [rjob("node", [container(py(code))], ancestor="trainer", parallelism=2)])
     f = tmp_path / "k9.yaml"
     f.write_text(yaml.safe_dump_all([rt, trainjob("k9", "k9")]))
     assert kt("apply", "-f", str(f)).returncode == 0
-    follow = subprocess.Popen([*KUBETRAIN, "logs", "k9", "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follow = subprocess.Popen(
+        [*KUBETRAIN, "logs", "k9", "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 60
     while "partial" not in kt("logs", "k9").stdout and time.monotonic() < deadline:
         time.sleep(0.1)
