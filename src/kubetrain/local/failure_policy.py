@@ -83,13 +83,6 @@ class FailurePolicy(PodLauncher):
                 if pod.state == "Pending" and pod.restart_at is not None and now >= pod.restart_at:
                     self._restart_pod(job, pod)
 
-    def _append_log_marker(self, pod: PodRun, text: str) -> None:
-        try:
-            with open(self.log_path(pod.plan), "ab") as f:
-                f.write(f"--- kubetrain: {pod.plan.short}: {text} ---\n".encode())
-        except OSError:
-            pass  # a full disk must not stop the supervisor; the event carries the same text
-
     def _evaluate(self) -> None:
         for job in self.jobs:
             if job.state == "Active" and all(p.state == "Succeeded" for p in job.pods):

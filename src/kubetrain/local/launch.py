@@ -161,13 +161,21 @@ class PodLauncher(JobState):
         pod.state, pod.ready, pod.exit_code = "Failed", False, exc.code
         pod.message = f"StartError: {exc}"
         self._dirty.add(pod.plan.name)
-        with open(self.log_path(pod.plan), "ab") as f:
-            f.write(f"--- kubetrain: {pod.plan.short}: {exc} ---\n".encode())
+        self._append_log_marker(pod, str(exc))
         self.event("Warning", "Failed", f"pod {pod.plan.short}: {exc}")
         self._release([pod])
         job.state = "Failed"
         self._stop_job(job)
         self.exec_failure = exc.code
+
+    def _append_log_marker(self, pod: PodRun, text: str) -> None:
+        try:
+            log = self.log_path(pod.plan)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as f:
+                f.write(f"--- kubetrain: {pod.plan.short}: {text} ---\n".encode())
+        except OSError:
+            pass  # a full disk must not stop the supervisor; the event carries the same text
 
     def _launch_stage(self, pod: PodRun) -> None:
         _, volumes = self._pod_dirs[pod.plan.name]
