@@ -97,18 +97,15 @@ class Scheduler:
                     reserved = self.capacity.get(r) - used.get(r, 0.0) - free.get(r, 0.0)
                     who = sorted(holders.get(r, set()))
                     parts = [
-                        f"needs {r} {fmt(r, want[r])}, {fmt(r, max(free.get(r, 0.0), 0.0))} of "
+                        f"Insufficient {r}: needs {fmt(r, want[r])}, {fmt(r, max(free.get(r, 0.0), 0.0))} of "
                         f"{fmt(r, self.capacity.get(r))} free"
                     ]
                     if who:
                         parts.append(f"in use by {', '.join(who[:3])}{' and others' if len(who) > 3 else ''}")
                     if reserved > _EPS:
                         parts.append(f"{fmt(r, reserved)} reserved for TrainJobs queued earlier")
-                    return Decision(
-                        False,
-                        reason=f"Insufficient {r}",
-                        message=f"waiting in the local queue (position {position}): {'; '.join(parts)}",
-                    )
+                    parts.append(f"position {position} in the local queue")
+                    return Decision(False, reason=f"Insufficient {r}", message="; ".join(parts))
                 for r, v in want.items():
                     free[r] = free.get(r, 0.0) - v  # reserved for this earlier request, whether it fits or not
             raise AssertionError("own scheduling request vanished inside its transaction")
