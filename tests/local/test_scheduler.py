@@ -61,7 +61,9 @@ class TestBooks:
         later = c.admit("p", {"p": {"cpu": 1}})
         assert not later.admitted, "C would fit now, but not without overtaking B"
         assert "position 2 in the local queue" in later.message
-        assert "2 reserved for TrainJobs queued earlier" in later.message
+        assert "Insufficient cpu: needs 1, 2 of 4 free; in use by default/a; TrainJobs queued earlier wait for 3" in (
+            later.message
+        )
         assert d.admit("p", {"p": {"memory": 2**30}}).admitted, "a request that competes for nothing B waits for"
         a.release(["p"])
         assert c.admit("p", {"p": {"cpu": 1}}).admitted, "4 free: B's 3 stay reserved, C's 1 fits beside them"

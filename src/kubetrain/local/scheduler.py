@@ -94,16 +94,17 @@ class Scheduler:
                     return Decision(True, devices)
                 if mine:
                     r = short[0]
-                    reserved = self.capacity.get(r) - used.get(r, 0.0) - free.get(r, 0.0)
+                    idle = self.capacity.get(r) - used.get(r, 0.0)
+                    reserved = idle - free.get(r, 0.0)
                     who = sorted(holders.get(r, set()))
                     parts = [
-                        f"Insufficient {r}: needs {fmt(r, want[r])}, {fmt(r, max(free.get(r, 0.0), 0.0))} of "
+                        f"Insufficient {r}: needs {fmt(r, want[r])}, {fmt(r, max(idle, 0.0))} of "
                         f"{fmt(r, self.capacity.get(r))} free"
                     ]
                     if who:
                         parts.append(f"in use by {', '.join(who[:3])}{' and others' if len(who) > 3 else ''}")
                     if reserved > _EPS:
-                        parts.append(f"{fmt(r, reserved)} reserved for TrainJobs queued earlier")
+                        parts.append(f"TrainJobs queued earlier wait for {fmt(r, reserved)}")
                     parts.append(f"position {position} in the local queue")
                     return Decision(False, reason=f"Insufficient {r}", message="; ".join(parts))
                 for r, v in want.items():
