@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._common import fail
-from kubetrain.cli.backend import Backend
+
+if TYPE_CHECKING:
+    from kubetrain.cli.backend import Backend
 
 backend_options = [
     click.option("--kubeconfig", default=None, help="Use the Kubernetes cluster of this kubeconfig."),

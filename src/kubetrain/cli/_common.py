@@ -4,19 +4,53 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.loader import Loaded, Manifest, load_file
-from kubetrain.api.yamlio import dump_all
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kubetrain.api.loader import Loaded, Manifest
+
+
+class _LazyConsole:
+    """A rich Console made on first use: commands that print nothing through rich (a ``run`` answered from the
+    compile cache) do not pay for importing it."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = self._make()
+        return getattr(self._console, name)
+
+
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _stdout() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+stderr = cast("Console", _LazyConsole(_stderr))
+stdout = cast("Console", _LazyConsole(_stdout))
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 files_option = click.option(
     "-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=True, allow_dash=True),
@@ -38,6 +72,8 @@ class Source:
 
 
 def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
+    from kubetrain.api.loader import load_file
+
     objects: list[Manifest] = []
     sources: list[Source] = []
     result = Result()
@@ -80,6 +116,8 @@ def dump(objects: list[dict[str, Any]], output: str) -> str:
     if output == "json":
         return json.dumps(objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}, indent=2) + "\n"
+    from kubetrain.api.yamlio import dump_all
+
     return dump_all(objects)
 
 

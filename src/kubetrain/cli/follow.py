@@ -10,17 +10,19 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
-from kubetrain.api import KubetrainError, TrainJob
+from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._common import fail
-from kubetrain.cli.backend import Backend
 from kubetrain.cli.output import last_message, print_applied
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
+
+    from kubetrain.cli.backend import Backend
 
 
 def follow_remote(backend: Backend, name: str, namespace: str, quiet: bool) -> int:
@@ -73,7 +75,7 @@ class _Signals:
 
 def run_local(
     others: list[dict[str, Any]],
-    tj: TrainJob,
+    trainjob: dict[str, Any],
     workdir: str,
     namespace: str,
     quiet: bool,
@@ -81,19 +83,45 @@ def run_local(
     detach: bool = False,
     nohup: bool = False,
     replace: bool = False,
+    compiled: Any = None,
+    cache_key: str | None = None,
+    file_index: int = 0,
+    holder: Any = None,
 ) -> int:
+    """Submit ``trainjob`` (a wire dict) and supervise it on a thread of this process until it ends.
+    ``compiled`` (a ``compile_cache.Compiled``) skips validation and compilation; otherwise, with ``cache_key``,
+    the result is remembered for the next run of the same files."""
+    from kubetrain.local import compile_cache
     from kubetrain.local.backend import LocalBackend, LogTailer
+    from kubetrain.local.netns import NetworkNamespace
     from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
 
-    ns = tj.metadata.namespace or namespace
+    ns = (trainjob.get("metadata") or {}).get("namespace") or namespace
+    if holder is None and not detach:
+        # The TrainJob's network namespace starts now, alongside validation and compilation.
+        holder = NetworkNamespace.start()
     try:
         configure_logging()
         backend = LocalBackend()
         if others:
             print_applied(backend.apply(others, namespace=namespace))
-        name, verb = backend.submit(
-            tj.to_wire(), namespace=namespace, workdir=workdir, detach=detach, replace=replace
-        )
+        if compiled is not None:
+            for w in compiled.warnings:
+                click.echo(f"warning: {w}", err=True)
+            import uuid
+
+            wire, objects = compile_cache.fresh(compiled, str(uuid.uuid4()))
+            name, verb = backend.submit_compiled(wire, objects, workdir=workdir, detach=detach, replace=replace)
+        else:
+            name, verb = backend.submit(
+                trainjob, namespace=namespace, workdir=workdir, detach=detach, replace=replace, create_only=True
+            )
+            if cache_key is not None:
+                row = backend.store.get_trainjob(ns, name)
+                if row is not None and not trainjob.get("metadata", {}).get("generateName"):
+                    warnings = [f"{w.path}: {w.message}" if w.path else w.message for w in backend.last_warnings]
+                    entry = compile_cache.Compiled(row.trainjob, row.objects, others, warnings, row.uid, file_index)
+                    compile_cache.remember(backend.store, cache_key, entry, backend.last_runtime)
     except KubetrainError as exc:
         fail(str(exc))
     if detach:
@@ -113,7 +141,7 @@ def run_local(
 
     def target() -> None:
         try:
-            result.update(sup.run())
+            result.update(sup.run(holder))
         except BaseException as exc:
             errors.append(exc)
 
@@ -124,21 +152,39 @@ def run_local(
     signals.install()
     worker.start()
     tailer = LogTailer(lambda: backend.log_files(name, ns, None), prefix=True)
-    console = Console(stderr=True, highlight=False)
-    if verb == "replaced":
-        console.print(f"[dim]trainjob {ns}/{name}: replaced the finished run of that name[/]")
-    console.print(
-        f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
-        f"environment {sys.prefix} (see docs/local.md to map images)[/]"
-    )
-    out_console = Console(highlight=False)
     # The live step table and the log lines share the terminal only when both go to it; otherwise (logs piped)
-    # the logs stay plain on stdout and step changes are printed as lines on stderr.
-    interactive = console.is_terminal and out_console.is_terminal
+    # the logs stay plain on stdout and step changes are printed as lines on stderr (and rich is not needed).
+    interactive = sys.stderr.isatty() and sys.stdout.isatty()
+    console: Any = None
+    out_console: Any = None
+    if interactive:
+        from rich.console import Console
+
+        console = Console(stderr=True, highlight=False)
+        out_console = Console(highlight=False)
+
+    def say(text: str, style: str = "dim") -> None:
+        if signals.hung_up:
+            return
+        if console is not None:
+            from rich.markup import escape
+
+            console.print(f"[{style}]{escape(text)}[/]")
+        else:
+            click.echo(text, err=True)
+
+    if verb == "replaced":
+        say(f"trainjob {ns}/{name}: replaced the finished run of that name")
+    say(
+        f"trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
+        f"environment {sys.prefix} (see docs/local.md to map images)"
+    )
     seen: dict[str, str] = {}
     told = 0
 
     def progress() -> Table:
+        from rich.table import Table
+
         t = Table(
             box=None,
             show_header=True,
@@ -156,7 +202,7 @@ def run_local(
         for p in backend.store.list_pods(ns, name):
             if seen.get(p.name) != p.state:
                 seen[p.name] = p.state
-                console.print(f"[dim]step {p.name}: {p.state}[/]")
+                say(f"step {p.name}: {p.state}")
 
     def emit(lines: list[str], live: Live | None = None) -> None:
         if quiet or signals.hung_up:
@@ -172,14 +218,17 @@ def run_local(
         if signals.count > told and not signals.hung_up:
             told = signals.count
             if told == 1:
-                console.print(
-                    "[yellow]stopping: SIGTERM sent to every pod, which may take up to its "
-                    "terminationGracePeriodSeconds (default 30 s); interrupt again to kill them now[/]"
+                say(
+                    "stopping: SIGTERM sent to every pod, which may take up to its terminationGracePeriodSeconds "
+                    "(default 30 s); interrupt again to kill them now",
+                    "yellow",
                 )
             else:
-                console.print("[yellow]killing the pods now[/]")
+                say("killing the pods now", "yellow")
 
     if interactive:
+        from rich.live import Live
+
         with Live(progress(), console=out_console, refresh_per_second=4, transient=True) as live:
             while worker.is_alive():
                 emit(tailer.poll(), live)
@@ -192,22 +241,34 @@ def run_local(
             tell_stopping()
             if not signals.hung_up:
                 step_changes()
-            worker.join(0.1)
+            worker.join(0.05)
     emit(tailer.flush())
     if errors:
         error = errors[0]
         if isinstance(error, KubetrainError):
             fail(str(error))
         raise error
-    final = backend.get_trainjob(name, ns)
-    if interactive:
+    final = backend.get_status(name, ns)
+    if console is not None:
         console.print(progress())
-    state = final.state
-    color = "green" if state == "Complete" else "red"
-    console.print(f"trainjob {ns}/{name}: [bold {color}]{state}[/] ({last_message(final)})")
+    state = status_state(final)
+    conds = final.get("conditions") or []
+    message = conds[-1].get("message", "") if conds else ""
+    if console is not None:
+        from rich.markup import escape
+
+        color = "green" if state == "Complete" else "red"
+        console.print(f"trainjob {ns}/{name}: [bold {color}]{state}[/] ({escape(message)})")
+    elif not signals.hung_up:
+        click.echo(f"trainjob {ns}/{name}: {state} ({message})", err=True)
     if state != "Complete":
-        console.print(f"[dim]details: kubetrain describe trainjob {name} -n {ns}[/]")
+        say(f"details: kubetrain describe trainjob {name} -n {ns}")
     return exit_code(state, signals.first, sup.exec_failure)
+
+
+def status_state(st: dict[str, Any]) -> str:
+    conds = st.get("conditions") or []
+    return str(conds[-1]["type"]) if conds else ""
 
 
 def exit_code(state: str, signum: int | None, exec_failure: int | None) -> int:

@@ -10,11 +10,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kubetrain.api import KubetrainError, TrainJob
-from kubetrain.api.loader import Manifest
+from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
@@ -28,6 +28,10 @@ from kubetrain.cli.output import nodes as _nodes
 from kubetrain.cli.output import print_applied
 from kubetrain.cli.output import print_details as _print_details
 from kubetrain.cli.output import table as _table
+
+if TYPE_CHECKING:
+    from kubetrain.api import TrainJob
+    from kubetrain.api.loader import Manifest
 
 __all__ = ["print_applied", "register"]
 
@@ -44,6 +48,30 @@ def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
         f = s.loaded.files[s.index] if s.loaded.files else "-"
         dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
     return objects, dirs
+
+
+def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
+    """The compile cache's entry for these files, if any, and their key (None: not cacheable)."""
+    from kubetrain.local import compile_cache
+    from kubetrain.local.store import Store
+
+    if compile_cache.disabled():
+        return None, None
+    try:
+        key = compile_cache.key(files, namespace)
+        if key is None:
+            return None, None
+        return compile_cache.lookup(Store(), key), key
+    except KubetrainError:
+        return None, None  # the full path reports what is wrong (e.g. an unusable KUBETRAIN_HOME)
+
+
+def _file_of(files: tuple[str, ...], workdir: str) -> int:
+    """Which -f argument is in ``workdir`` (the TrainJob's file; only asked when every -f is a plain file)."""
+    for i, f in enumerate(files):
+        if f != "-" and str(Path(f).resolve().parent) == workdir:
+            return i
+    return 0
 
 
 def _run_errors(fn: Callable[[], None]) -> None:
@@ -95,6 +123,25 @@ def register(group: click.Group) -> None:
           kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
           kubetrain run -f trainjob.yaml --context kind-kind # on a cluster
         """
+        cluster = _is_cluster(kubeconfig, context)
+        key = None
+        holder = None
+        if not cluster:
+            if not detach:
+                from kubetrain.local.netns import NetworkNamespace
+
+                # The TrainJob's network namespace comes up while its manifest is read and checked.
+                holder = NetworkNamespace.start()
+            hit, key = _cached(files, namespace)
+            if hit is not None:
+                workdir = str(Path(files[hit.file_index]).resolve().parent)
+                code = _run_local(
+                    hit.others, hit.trainjob, workdir, namespace, quiet,
+                    detach=detach, nohup=nohup, replace=replace, compiled=hit, holder=holder,
+                )
+                sys.exit(code)
+        from kubetrain.api import TrainJob
+
         objects, dirs = _load(files)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
@@ -105,13 +152,18 @@ def register(group: click.Group) -> None:
         others = [o.to_wire() for o in objects if not isinstance(o, TrainJob)]
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
-        if _is_cluster(kubeconfig, context):
+        if cluster:
             backend = _backend(kubeconfig, context)
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             if detach:
                 return
             sys.exit(_follow_remote(backend, tj.name, ns, quiet))
-        sys.exit(_run_local(others, tj, workdir, ns, quiet, detach=detach, nohup=nohup, replace=replace))
+        sys.exit(
+            _run_local(
+                others, tj.to_wire(), workdir, ns, quiet, detach=detach, nohup=nohup, replace=replace,
+                cache_key=key, file_index=_file_of(files, workdir), holder=holder,
+            )
+        )
 
     @group.command("apply")
     @files_option

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from rich.table import Table
 
-from kubetrain.api import TrainJob
 from kubetrain.cli._common import stdout
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from kubetrain.api import TrainJob
 
 
 def age(ts: str | None) -> str:
@@ -52,6 +54,8 @@ def print_applied(applied: list[str]) -> None:
 
 
 def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
+    import yaml
+
     if output == "json":
         payload: Any = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
         click.echo(json.dumps(payload, indent=2))
@@ -60,6 +64,8 @@ def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
 
 
 def table(cols: list[str]) -> Table:
+    from rich.table import Table
+
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in cols:
         t.add_column(c, no_wrap=c != "MESSAGE")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import http.client
 import json
 import os
 import signal
@@ -70,13 +69,15 @@ def _probe(req: dict[str, object]) -> bool:
         if req["kind"] == "tcp":
             with socket.create_connection((host, port), timeout=timeout):
                 return True
+        import http.client
+
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
             conn.request("GET", str(req.get("path") or "/"))
             return 200 <= conn.getresponse().status < 400
         finally:
             conn.close()
-    except (OSError, http.client.HTTPException):
+    except Exception:  # refused, timed out, or not HTTP (http.client's errors): not ready
         return False
 
 

@@ -4,36 +4,27 @@ from __future__ import annotations
 
 import copy
 import os
-import secrets
 import signal
-import string
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from kubetrain.api import (
-    AnyRuntime,
-    ClusterTrainingRuntime,
-    InvalidObjectError,
-    KubetrainError,
-    TrainingRuntime,
-    TrainJob,
-)
 from kubetrain.api import constants as C
-from kubetrain.api.loader import load_text
-from kubetrain.api.views import Event, StepView, TrainJobDetails
-from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.local import config, housekeeping, namespaces, paths, pods, reaper, status, terminate
 from kubetrain.local.logs import LogTailer, step_prefix
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
 from kubetrain.local.updates import merged, plan_update
-from kubetrain.runtimes import builtin_runtimes, builtin_yaml
+
+if TYPE_CHECKING:
+    from kubetrain.api import AnyRuntime, TrainJob
+    from kubetrain.api.views import TrainJobDetails
+
+# The models, the compiler and the built-in runtimes are imported where needed: the supervisor, `get` and a
+# `run` answered from the compile cache do without them (see kubetrain.local.compile_cache).
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
@@ -81,6 +72,8 @@ class LocalBackend:
 
     def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+
         out: list[AnyRuntime] = []
         for m in self.store.list_objects(RUNTIME_KINDS):
             model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
@@ -92,6 +85,10 @@ class LocalBackend:
     def runtimes(self, only: str | None = None) -> list[AnyRuntime]:
         """Applied runtimes, then the built-in ones they do not shadow. With ``only``, built-ins are parsed
         just for that name when it is one (parsing all of them is most of a launch's CPU time)."""
+        from kubetrain.api import ClusterTrainingRuntime
+        from kubetrain.api.loader import load_text
+        from kubetrain.runtimes import builtin_runtimes, builtin_yaml
+
         stored = self.store_runtimes(None)
         names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
         builtins: list[AnyRuntime] = []
@@ -114,11 +111,23 @@ class LocalBackend:
         workdir: str,
         detach: bool,
         replace: bool = False,
+        create_only: bool | None = None,
     ) -> tuple[str, str]:
         """Validate, compile and record a TrainJob, then start its supervisor (a detached process with
         ``detach``; otherwise the caller runs it). An existing TrainJob of that name is updated by upstream's
-        mutability rules (``apply``), or replaced when ``replace`` and it has finished (``run --replace``).
-        Returns the name and ``created``, ``configured`` or ``unchanged``."""
+        mutability rules (``apply``), or, with ``create_only`` (default: when not detached, i.e. ``run``), is an
+        error, unless ``replace`` and it has finished. Returns the name and ``created``, ``configured``,
+        ``unchanged`` or ``replaced``."""
+        import secrets
+        import string
+        import uuid
+
+        from pydantic import ValidationError
+
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+
+        create_only = not detach if create_only is None else create_only
         namespaces.check_available()  # before recording anything: a TrainJob that cannot run is not created
         try:
             tj = TrainJob.model_validate(manifest)
@@ -128,12 +137,10 @@ class LocalBackend:
         generated = not tj.metadata.name and bool(tj.metadata.generate_name)
         if not tj.metadata.name and not generated:
             raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name or metadata.generateName)")
-        replaced: TrainJobRow | None = None
         if not generated:
             existing = self.store.get_trainjob(tj.namespace, tj.name)
             if existing is not None and not (replace and status.finished(existing.trainjob.get("status") or {})):
-                return tj.name, self._update(existing, tj, detach=detach, replace=replace)
-            replaced = existing
+                return tj.name, self._update(existing, tj, create_only=create_only)
         for attempt in range(20):
             if generated:
                 suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
@@ -143,48 +150,60 @@ class LocalBackend:
             if not result.ok:
                 raise InvalidObjectError(result.errors)
             assert runtime is not None
+            self.last_runtime = (runtime.kind, runtime.metadata.namespace or tj.namespace, runtime.name)
+            self.last_warnings = result.warnings
             tj.metadata.uid = str(uuid.uuid4())
             tj.metadata.creation_timestamp = now_rfc3339()
             tj.status = None
             objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
-            _check_exec_sizes(tj.name, objects)
-            owner = (os.getpid(), pods.proc_start_time(os.getpid()))
             try:
-                self.store.create_trainjob(
-                    tj.to_wire(), objects, str(Path(workdir).resolve()), owner, replace_finished=replace
-                )
-                break
+                verb = self._create(tj.to_wire(), objects, workdir, detach=detach, replace=replace)
+                return tj.name, verb
             except AlreadyExistsError:
                 if generated and attempt < 19:
                     continue
                 existing = self.store.get_trainjob(tj.namespace, tj.name)
                 if existing is None:
                     raise
-                return tj.name, self._update(existing, tj, detach=detach, replace=replace)
+                return tj.name, self._update(existing, tj, create_only=create_only)
+        raise KubetrainError(f"could not find a free name for generateName {tj.metadata.generate_name!r}")
+
+    def submit_compiled(
+        self, trainjob: dict[str, Any], objects: list[dict[str, Any]], *, workdir: str, detach: bool, replace: bool
+    ) -> tuple[str, str]:
+        """``submit`` for a TrainJob validated and compiled before (``compile_cache``); never updates."""
+        namespaces.check_available()
+        meta = trainjob["metadata"]
+        existing = self.store.get_trainjob(meta["namespace"], meta["name"])
+        if existing is not None and not (replace and status.finished(existing.trainjob.get("status") or {})):
+            raise _exists(existing)
+        return meta["name"], self._create(trainjob, objects, workdir, detach=detach, replace=replace)
+
+    def _create(
+        self, wire: dict[str, Any], objects: list[dict[str, Any]], workdir: str, *, detach: bool, replace: bool
+    ) -> str:
+        meta = wire["metadata"]
+        _check_exec_sizes(meta["name"], objects)
+        owner = (os.getpid(), pods.proc_start_time(os.getpid()))
+        replaced = self.store.create_trainjob(
+            wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
+        )
         if replaced is not None:
             housekeeping.remove_files(replaced, keep_logs=False)
         if detach:
-            self._spawn_supervisor(tj.namespace, tj.name)
+            self._spawn_supervisor(meta["namespace"], meta["name"])
         self._retention()
-        return tj.name, "replaced" if replaced is not None else "created"
+        return "replaced" if replaced is not None else "created"
 
-    def _update(self, row: TrainJobRow, new: TrainJob, *, detach: bool, replace: bool) -> str:
+    def _update(self, row: TrainJobRow, new: TrainJob, *, create_only: bool) -> str:
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+
+        if create_only:
+            raise _exists(row)
         old_wire = TrainJob.model_validate(row.trainjob).to_wire()
         new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
         new_wire = new.to_wire()
-        finished = status.finished(row.trainjob.get("status") or {})
-        if not detach:
-            state = status.state_of(row.trainjob.get("status") or {}) or "Running"
-            fix = (
-                f"`kubetrain run --replace` replaces it (its logs are removed), `kubetrain delete trainjob {row.name}` "
-                "removes it, or set metadata.generateName for a new name on every run"
-                if finished
-                else f"follow it with `kubetrain logs {row.name} -f`, or `kubetrain delete trainjob {row.name}` first"
-            )
-            why = f"({state})" if finished else f"and is running (supervisor pid {row.supervisor_pid})"
-            raise AlreadyExistsError(
-                f'trainjob "{row.name}" already exists in namespace "{row.namespace}" {why}; {fix}'
-            )
         verb = plan_update(old_wire, new_wire)
         if verb == "unchanged":
             return verb
@@ -207,6 +226,8 @@ class LocalBackend:
 
     @staticmethod
     def _snapshot_runtime(row: TrainJobRow) -> AnyRuntime | None:
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+        from kubetrain.api.loader import load_text
         from kubetrain.compiler.plugins.snapshot import DATA_KEY, snapshot_name
 
         for o in row.objects:
@@ -247,6 +268,8 @@ class LocalBackend:
 
     # Reading.
     def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
+        from kubetrain.api import TrainJob
+
         rows = reaper.check_all(self.store, self.store.list_trainjobs(namespace))
         return [TrainJob.model_validate(r.trainjob) for r in rows]
 
@@ -259,12 +282,21 @@ class LocalBackend:
         return reaper.check(self.store, row)
 
     def get_trainjob(self, name: str, namespace: str) -> TrainJob:
+        from kubetrain.api import TrainJob
+
         return TrainJob.model_validate(self._row(name, namespace).trainjob)
+
+    def get_status(self, name: str, namespace: str) -> dict[str, Any]:
+        """The TrainJob's status as stored (no model: for callers that only need state and message)."""
+        return dict(self._row(name, namespace).trainjob.get("status") or {})
 
     def restarts(self, name: str, namespace: str) -> int:
         return self._row(name, namespace).restarts
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
+        from kubetrain.api import TrainJob
+        from kubetrain.api.views import Event, StepView, TrainJobDetails
+
         row = self._row(name, namespace)
         steps = [
             StepView(
@@ -376,6 +408,19 @@ class LocalBackend:
             or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
             or (r.metadata.namespace or "default") == namespace
         ]
+
+
+def _exists(row: TrainJobRow) -> AlreadyExistsError:
+    finished = status.finished(row.trainjob.get("status") or {})
+    state = status.state_of(row.trainjob.get("status") or {}) or "Running"
+    fix = (
+        f"`kubetrain run --replace` replaces it (its logs are removed), `kubetrain delete trainjob {row.name}` "
+        "removes it, or set metadata.generateName for a new name on every run"
+        if finished
+        else f"follow it with `kubetrain logs {row.name} -f`, or `kubetrain delete trainjob {row.name}` first"
+    )
+    why = f"({state})" if finished else f"and is running (supervisor pid {row.supervisor_pid})"
+    return AlreadyExistsError(f'trainjob "{row.name}" already exists in namespace "{row.namespace}" {why}; {fix}')
 
 
 def _check_exec_sizes(name: str, objects: list[dict[str, Any]]) -> None:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

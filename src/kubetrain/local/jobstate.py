@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetrain.api import KubetrainError
 from kubetrain.api import constants as C
+from kubetrain.api.errors import KubetrainError
 from kubetrain.local import config, paths, pods
 from kubetrain.local.backoff import CrashLoopBackOff
 from kubetrain.local.env import ObjectIndex
@@ -147,7 +147,17 @@ class JobState:
                     return int(tcp["port"])
         return 2222
 
+    @staticmethod
+    def _close_pidfds_of(containers: list[pods.Container]) -> None:
+        for c in containers:
+            if c.pidfd is not None:
+                os.close(c.pidfd)
+                c.pidfd = None
+
     def _reset_jobs(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                self._close_pidfds_of(p.containers)
         self.jobs = [JobRun(plan=j, pods=[PodRun(plan=p) for p in j.pods]) for j in self.plan.jobs()]
         for j in self.jobs:
             for p in j.pods:

@@ -187,6 +187,7 @@ class PodLauncher(JobState):
         else:
             specs, pod.in_init = list(spec.get("containers") or []), False
             kind = "containers"
+        self._close_pidfds_of(pod.containers)
         pod.containers = []
         for i, c in enumerate(specs):
             where = f"{base}.{kind}[{c.get('name', i)}]"

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 
 
 class NamespaceError(KubetrainError):

@@ -31,21 +31,20 @@ SLIRP_DNS = "10.0.2.3"
 class NetworkNamespace:
     """A live network namespace: ``enter_argv()`` runs a command inside, ``probe()`` checks a port from inside."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], pid: int, rootless: bool) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], rootless: bool) -> None:
         self._proc = proc
-        self.pid = pid
+        self.pid = 0  # known once ready
         self.rootless = rootless
         self._lock = threading.Lock()
         self._next = 0
         self._waiting: dict[int, Future[bool]] = {}
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin: IO[bytes] = proc.stdin
-        self._reader = threading.Thread(target=self._read_answers, args=(proc.stdout,), daemon=True)
-        self._reader.start()
+        self._ready = False
 
     @classmethod
-    def create(cls, timeout: float = 10.0) -> NetworkNamespace:
-        rootless = os.geteuid() != 0
+    def start(cls) -> NetworkNamespace:
+        """Start the holder without waiting for it (``ready()`` waits), so that its start-up overlaps other work."""
         proc = subprocess.Popen(
             [sys.executable, "-S", "-E", HOLDER],
             stdin=subprocess.PIPE,
@@ -53,6 +52,18 @@ class NetworkNamespace:
             stderr=subprocess.PIPE,
             close_fds=True,
         )
+        return cls(proc, os.geteuid() != 0)
+
+    @classmethod
+    def create(cls, timeout: float = 10.0) -> NetworkNamespace:
+        ns = cls.start()
+        ns.ready(timeout)
+        return ns
+
+    def ready(self, timeout: float = 10.0) -> NetworkNamespace:
+        if self._ready:
+            return self
+        proc = self._proc
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
@@ -61,10 +72,14 @@ class NetworkNamespace:
             err = proc.communicate(timeout=5)[1].decode(errors="replace").strip()
             detail = line.removeprefix("error ") or err or "timed out"
             msg = f"could not create the TrainJob's network namespace: {detail}"
-            if rootless:
+            if self.rootless:
                 msg += ". " + userns_help()
             raise NamespaceError(msg)
-        return cls(proc, int(line.split()[1]), rootless)
+        self.pid = int(line.split()[1])
+        self._ready = True
+        self._reader = threading.Thread(target=self._read_answers, args=(proc.stdout,), daemon=True)
+        self._reader.start()
+        return self
 
     @property
     def net_path(self) -> str:
@@ -125,6 +140,8 @@ class NetworkNamespace:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        except ValueError:
+            pass
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
@@ -139,6 +156,10 @@ class Outbound:
 
     def stop(self) -> None:
         os.close(self.exit_w)  # slirp4netns exits when this pipe closes, also if the supervisor is killed
+        # Its exit is reaped in the background: the TrainJob's end does not wait for it.
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _reap(self) -> None:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 
 _checked: set[Path] = set()
 

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kubetrain.api import KubetrainError
-from kubetrain.local import paths, rsh
+from kubetrain.api.errors import KubetrainError
+from kubetrain.local import paths
 from kubetrain.local.env import ObjectIndex, command_line, container_env
 from kubetrain.local.namespaces import Bind, bwrap_argv
 from kubetrain.local.plan import PodPlan
@@ -67,6 +65,8 @@ def image_env_prefix(image: str | None) -> str:
     environment prefixes (``"pytorch/pytorch:*": /opt/venvs/torch``); the default is the current environment."""
     mapping_file = paths.home() / "images.yaml"
     if image and mapping_file.exists():
+        import yaml
+
         mapping = yaml.safe_load(mapping_file.read_text()) or {}
         if not isinstance(mapping, dict):
             raise PodError(f"{mapping_file}: expected a mapping of image pattern to environment directory")
@@ -105,6 +105,7 @@ class Container:
     env: dict[str, str]
     program: str = ""  # the container's own command[0] (before any local wrapping), checked before the start
     proc: subprocess.Popen[bytes] | None = None
+    pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
     next_probe: float = 0.0
     failures: int = 0
@@ -149,6 +150,8 @@ def prepare_container(
     argv = command_line(c, env)
     program = argv[0] if argv else ""
     if ctx.mpi:
+        from kubetrain.local import rsh
+
         env.update(
             {
                 "OMPI_MCA_plm_rsh_agent": rsh_agent(),

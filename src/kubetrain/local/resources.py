@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 
 GPU = "nvidia.com/gpu"
 _SUFFIX = {

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 
 SCHEMA_VERSION = 2
@@ -272,19 +272,19 @@ class Store:
         supervisor: tuple[int, str | None],
         *,
         replace_finished: bool = False,
-    ) -> None:
+    ) -> TrainJobRow | None:
         """Insert a new TrainJob owned by ``supervisor`` (pid, start time). Raises ``AlreadyExistsError`` when
         one with that name exists (unless ``replace_finished`` and it is finished: it is then replaced, its pods
-        and events dropped)."""
+        and events dropped, and returned so that its files can go too)."""
         meta = trainjob["metadata"]
         ns, name = meta["namespace"], meta["name"]
         t = time.time()
         with self.transaction() as c:
-            row = c.execute("SELECT trainjob FROM trainjobs WHERE namespace=? AND name=?", (ns, name)).fetchone()
-            if row is not None:
+            old = self.get_trainjob(ns, name)
+            if old is not None:
                 from kubetrain.local.status import finished
 
-                if not (replace_finished and finished(json.loads(row[0]).get("status") or {})):
+                if not (replace_finished and finished(old.trainjob.get("status") or {})):
                     raise AlreadyExistsError(f'trainjob "{name}" already exists in namespace "{ns}"')
                 _delete_rows(c, ns, name)
             c.execute(
@@ -292,6 +292,7 @@ class Store:
                 " supervisor_start, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (ns, name, meta["uid"], json.dumps(trainjob), json.dumps(objects), workdir, *supervisor, t, t),
             )
+        return old
 
     def update_trainjob(
         self, namespace: str, name: str, trainjob: dict[str, Any], *, objects: list[dict[str, Any]] | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -18,8 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kubetrain.api import KubetrainError
 from kubetrain.api import constants as C
+from kubetrain.api.errors import KubetrainError
 from kubetrain.local import namespaces, paths, pods, status
 from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
@@ -50,19 +51,23 @@ class Supervisor(ReadinessGate, FailurePolicy):
     policies (``failure_policy``): suspend, activeDeadlineSeconds and gang admission are decided here."""
 
     # Main loop.
-    def run(self) -> dict[str, Any]:
-        """Returns the final TrainJob status."""
+    def run(self, netns: NetworkNamespace | None = None) -> dict[str, Any]:
+        """Returns the final TrainJob status. ``netns``: a namespace holder started earlier (it starts while the
+        caller does other work); this supervisor owns it from now on."""
         namespaces.check_available()
         log.info("supervisor start trainjob=%s/%s pid=%d", self.namespace, self.name, os.getpid())
+        self.netns = netns
         try:
             # Inside the try: whatever part of the setup fails, the finally below undoes the rest.
+            if self.netns is None:
+                self.netns = NetworkNamespace.start()
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / "hosts").write_text(self.plan.hosts_file())
-            self.netns = NetworkNamespace.create()
-            self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
-            outbound_problem = self._start_outbound()
             self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
             self._preflight()
+            self.netns.ready()
+            self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
+            outbound_problem = self._start_outbound()
             if outbound_problem:
                 self.event(
                     "Warning",
@@ -78,11 +83,13 @@ class Supervisor(ReadinessGate, FailurePolicy):
                     f"(map images to environments in {paths.home() / 'images.yaml'})"
                 ),
             )
-            while not status.finished(self.status):
+            while True:
                 self._tick()
                 self._persist_pods()
                 self._persist_status()
-                time.sleep(TICK)
+                if status.finished(self.status):
+                    break
+                self._wait()
         except KubetrainError as exc:
             error = str(exc)
             status.fail(self.status, status.REASON_START_FAILED, error)
@@ -94,6 +101,7 @@ class Supervisor(ReadinessGate, FailurePolicy):
         finally:
             # Each step on its own: a failing store (disk full) must not keep pods running or the namespace alive.
             self._best_effort(self._stop_all)
+            self._close_pidfds()
             self._best_effort(self._persist_pods)
             self._best_effort(self._persist_status)
             if self._exec_probes is not None:
@@ -111,6 +119,35 @@ class Supervisor(ReadinessGate, FailurePolicy):
                 status.state_of(self.status),
             )
         return self.status
+
+    def _wait(self) -> None:
+        """Until a container exits, or one tick: exits are handled at once, everything else is polled."""
+        fds = []
+        for j in self.jobs:
+            for p in j.pods:
+                for c in p.containers:
+                    if c.proc is None:
+                        continue
+                    if c.proc.returncode is not None:
+                        if c.pidfd is not None:
+                            os.close(c.pidfd)
+                            c.pidfd = None
+                        continue
+                    if c.pidfd is None:
+                        try:
+                            c.pidfd = os.pidfd_open(c.proc.pid)
+                        except OSError:
+                            continue
+                    fds.append(c.pidfd)
+        if fds:
+            select.select(fds, [], [], TICK)
+        else:
+            time.sleep(TICK)
+
+    def _close_pidfds(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                self._close_pidfds_of(p.containers)
 
     @staticmethod
     def _best_effort(step: Callable[[], object]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 
 IMMUTABLE = ("runtimeRef", "initializer", "trainer", "activeDeadlineSeconds", "managedBy")
 
