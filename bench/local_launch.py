@@ -7,8 +7,8 @@ Cases (each run ``--runs`` times, interleaved so machine noise hits all cases al
     process backend (``kubeflow`` from PyPI in its own virtualenv, torch from the local wheel cache)
 
 Usage: ``make bench`` or ``.venv/bin/python bench/run_all.py local_launch`` (writes its BENCHMARKS.md section);
-standalone ``python -m bench.local_launch --runs 5 --no-kubeflow`` only prints it. Needs root, bubblewrap and
-torch (``make install``).
+standalone ``python -m bench.local_launch --runs 5 --no-kubeflow`` only prints it. Needs bubblewrap (root or
+unprivileged user namespaces) and torch (``make install``).
 """
 
 from __future__ import annotations
