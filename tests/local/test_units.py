@@ -345,3 +345,22 @@ class TestStore:
         assert [r.name for r in s.list_trainjobs(None)] == ["a"] and s.list_trainjobs("other") == []
         s.delete_trainjob("ns", "a")
         assert s.get_trainjob("ns", "a") is None and s.list_pods("ns", "a") == []
+
+    def test_a_state_file_of_the_previous_version_is_upgraded_in_place(self, tmp_path: Path) -> None:
+        import sqlite3
+
+        db = tmp_path / "old.db"
+        old = sqlite3.connect(db)
+        old.executescript(
+            "CREATE TABLE trainjobs (namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL, trainjob TEXT"
+            " NOT NULL, objects TEXT NOT NULL, workdir TEXT NOT NULL, supervisor_pid INTEGER, supervisor_start TEXT,"
+            " restarts INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, updated REAL NOT NULL,"
+            " PRIMARY KEY (namespace, name));"
+            "INSERT INTO trainjobs VALUES ('ns', 'kept', 'u', '{\"metadata\": {}}', '[]', '/', NULL, NULL, 0, 1, 1);"
+        )
+        old.commit()
+        old.close()
+        s = Store(db)
+        assert [r.name for r in s.list_trainjobs(None)] == ["kept"]
+        assert s._read("PRAGMA journal_mode")[0][0] == "wal"
+        assert s._read("SELECT count(*) FROM sched_queue")[0][0] == 0

@@ -285,8 +285,8 @@ def supervise(store: Store, namespace: str, name: str, *, install_signals: bool)
 def configure_logging() -> None:
     try:
         handler = logging.FileHandler(paths.supervisor_log())
-    except OSError:
-        return  # logging is best effort; the store has the events
+    except (OSError, KubetrainError):
+        return  # logging is best effort; the store has the events (and an unusable home is reported elsewhere)
     handler.setFormatter(
         logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s")
     )
