@@ -241,3 +241,34 @@ def test_two_trainjobs_never_get_the_same_gpu(
         out = subprocess.run([*KUBETRAIN, "logs", n, "-f"], capture_output=True, text=True, timeout=120).stdout
         seen.append(out.strip())
     assert sorted(seen) == ["gpu=0", "gpu=1"]
+
+
+@needs_namespaces
+def test_a_finished_gang_member_gives_its_resources_back(kt_home: Path, tmp_path: Path) -> None:
+    configure(kt_home, {"cpu": 2})
+    init = container(py("print('initialized')"), name="dataset-initializer", resources={"requests": {"cpu": "1"}})
+    waiter = py("import time; time.sleep(600)")
+    node = container(waiter, resources={"requests": {"cpu": "1"}})
+    rt = runtime(
+        "gang-init",
+        [
+            rjob("dataset-initializer", [init], ancestor="dataset-initializer"),
+            rjob("node", [node], ancestor="trainer", depends_on=[("dataset-initializer", "Complete")]),
+        ],
+        pod_group={"coscheduling": {}},
+    )
+    f = tmp_path / "g.yaml"
+    f.write_text(yaml.safe_dump_all([rt, trainjob("gi", "gang-init")]))
+    subprocess.run([*KUBETRAIN, "apply", "-f", str(f)], check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 60
+        steps: dict[str, str] = {}
+        while time.monotonic() < deadline and steps.get("node-0-0") != "Running":
+            steps = {s.name: s.state for s in LocalBackend().describe_trainjob("gi", "default").steps}
+            time.sleep(0.1)
+        assert steps == {"dataset-initializer-0-0": "Succeeded", "node-0-0": "Running"}, steps
+        other = Scheduler(Store(), Capacity({"cpu": 2}), owner(Store(), "other"))
+        assert other.admit("p", {"p": {"cpu": 1}}).admitted, "the finished initializer's CPU is free again"
+        assert not other.admit("q", {"q": {"cpu": 1}}).admitted, "the running trainer's is not"
+    finally:
+        subprocess.run([*KUBETRAIN, "delete", "trainjob", "gi"], capture_output=True)

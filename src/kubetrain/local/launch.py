@@ -111,7 +111,8 @@ class PodLauncher(JobState):
         for p in pods_:
             p.admitted = False
             p.gpus = None
-        if held and self.podgroup is None:
+        if held:
+            # Gang members too: a finished initializer's CPUs are free again, like a finished pod's on a node.
             try:
                 self.scheduler.release([p.plan.short for p in held])
             except StoreError as exc:
