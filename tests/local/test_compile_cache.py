@@ -111,3 +111,13 @@ def test_key_covers_order_namespace_and_content(tmp_path: Path) -> None:
     assert compile_cache.key(("-",), "default") is None and compile_cache.key((str(tmp_path),), "default") is None
     a.write_text("x: 2\n")
     assert compile_cache.key((str(a), str(b)), "default") != k
+
+
+def test_new_uid_is_a_version_4_uuid() -> None:
+    import uuid
+
+    ids = {compile_cache.new_uid() for _ in range(200)}
+    assert len(ids) == 200
+    for u in ids:
+        parsed = uuid.UUID(u)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == u

@@ -108,9 +108,7 @@ def run_local(
         if compiled is not None:
             for w in compiled.warnings:
                 click.echo(f"warning: {w}", err=True)
-            import uuid
-
-            wire, objects = compile_cache.fresh(compiled, str(uuid.uuid4()))
+            wire, objects = compile_cache.fresh(compiled, compile_cache.new_uid())
             name, verb = backend.submit_compiled(wire, objects, workdir=workdir, detach=detach, replace=replace)
         else:
             name, verb = backend.submit(

@@ -14,14 +14,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
-from kubetrain.local import config, housekeeping, namespaces, paths, pods, reaper, status, terminate
+from kubetrain.local import namespaces, paths, pods, reaper, status
 from kubetrain.local.logs import LogTailer, step_prefix
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
-from kubetrain.local.updates import merged, plan_update
 
 if TYPE_CHECKING:
     from kubetrain.api import AnyRuntime, TrainJob
     from kubetrain.api.views import TrainJobDetails
+    from kubetrain.local.housekeeping import Pruned
 
 # The models, the compiler and the built-in runtimes are imported where needed: the supervisor, `get` and a
 # `run` answered from the compile cache do without them (see kubetrain.local.compile_cache).
@@ -189,7 +189,9 @@ class LocalBackend:
             wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
         )
         if replaced is not None:
-            housekeeping.remove_files(replaced, keep_logs=False)
+            from kubetrain.local.housekeeping import remove_files
+
+            remove_files(replaced, keep_logs=False)
         if detach:
             self._spawn_supervisor(meta["namespace"], meta["name"])
         self._retention()
@@ -204,6 +206,8 @@ class LocalBackend:
         old_wire = TrainJob.model_validate(row.trainjob).to_wire()
         new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
         new_wire = new.to_wire()
+        from kubetrain.local.updates import merged, plan_update
+
         verb = plan_update(old_wire, new_wire)
         if verb == "unchanged":
             return verb
@@ -261,6 +265,12 @@ class LocalBackend:
             raise
 
     def _retention(self) -> None:
+        from kubetrain.local import config
+
+        if not paths.config_file().exists():
+            return
+        from kubetrain.local import housekeeping
+
         try:
             housekeeping.apply_retention(self.store, config.load().retention)
         except (KubetrainError, OSError):
@@ -363,9 +373,13 @@ class LocalBackend:
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
         if not self.store.delete_trainjob(namespace, name, uid=row.uid):
             raise NotFoundError(f'trainjob "{name}" was deleted or replaced meanwhile')
-        housekeeping.remove_files(row, keep_logs=keep_logs)
+        from kubetrain.local.housekeeping import remove_files
+
+        remove_files(row, keep_logs=keep_logs)
 
     def _stop_supervisor(self, row: TrainJobRow) -> None:
+        from kubetrain.local import terminate
+
         assert row.supervisor_pid is not None
         grace = max(
             [terminate.grace_of(((rj.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {})
@@ -391,7 +405,9 @@ class LocalBackend:
 
     def prune(
         self, *, older_than: float = 0.0, namespace: str | None = None, volumes: bool = False, dry_run: bool = False
-    ) -> list[housekeeping.Pruned]:
+    ) -> list[Pruned]:
+        from kubetrain.local import housekeeping
+
         if self.store.read_only is not None and not dry_run:
             housekeeping.free_space_first(self.store, older_than=older_than, namespace=namespace)
             self.store.close()

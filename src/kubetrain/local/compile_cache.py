@@ -139,6 +139,15 @@ def _trim(d: Path) -> None:
         old.unlink(missing_ok=True)
 
 
+def new_uid() -> str:
+    """A random (version 4) UUID, as the API server would assign; without importing ``uuid``."""
+    h = bytearray(os.urandom(16))
+    h[6] = (h[6] & 0x0F) | 0x40
+    h[8] = (h[8] & 0x3F) | 0x80
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+
 def fresh(compiled: Compiled, uid: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The entry's TrainJob and objects for a new incarnation: new uid, new creation time, no status."""
     tj = json.loads(json.dumps(compiled.trainjob).replace(compiled.uid, uid))

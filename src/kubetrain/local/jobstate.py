@@ -11,10 +11,9 @@ import copy
 import logging
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
 from kubetrain.api.errors import KubetrainError
@@ -26,6 +25,9 @@ from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, find_jobset
 from kubetrain.local.resources import Capacity, find_podgroup, pod_requests
 from kubetrain.local.scheduler import Owner, Scheduler
 from kubetrain.local.store import PodRow, Store, StoreError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # Events are logged under the supervisor's name: they are its events.
 log = logging.getLogger("kubetrain.local.supervisor")

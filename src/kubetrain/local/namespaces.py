@@ -10,7 +10,6 @@ directory is ever created on the host.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,15 @@ from kubetrain.api.errors import KubetrainError
 
 class NamespaceError(KubetrainError):
     pass
+
+
+def which(program: str) -> str | None:
+    """``shutil.which`` without importing shutil (and its compression modules) on every command's start."""
+    for d in os.get_exec_path():
+        path = os.path.join(d, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _read(path: str) -> str | None:
@@ -58,7 +66,7 @@ def userns_help() -> str:
 
 def check_available() -> None:
     """Fail with a fix instead of running pods without isolation (which would write into the host's paths)."""
-    missing = [t for t in ("bwrap", "nsenter") if shutil.which(t) is None]
+    missing = [t for t in ("bwrap", "nsenter") if which(t) is None]
     if missing:
         raise NamespaceError(
             f"the local backend needs {', '.join(missing)} to give pods their own mount and network namespaces "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kubetrain.local.namespaces import NamespaceError, userns_help
+from kubetrain.local.namespaces import NamespaceError, userns_help, which
 
 HOLDER = str(Path(__file__).with_name("_nsholder.py"))
 # slirp4netns's fixed addresses: the gateway NATs to the host's network, 10.0.2.3 forwards DNS.
@@ -170,13 +169,13 @@ class Outbound:
 
 
 def outbound_available() -> bool:
-    return shutil.which("slirp4netns") is not None
+    return which("slirp4netns") is not None
 
 
 def start_outbound(ns: NetworkNamespace, timeout: float = 10.0) -> Outbound:
     """Attach slirp4netns to ``ns``. Raises ``NamespaceError`` saying why it could not (the caller decides
     whether pods can do without)."""
-    exe = shutil.which("slirp4netns")
+    exe = which("slirp4netns")
     if exe is None:
         raise NamespaceError("slirp4netns is not installed")
     ready_r, ready_w = os.pipe()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +50,9 @@ def parse_quantity(value: int | float | str, where: str = "quantity") -> float:
 
 @functools.cache
 def _detected_gpus() -> int:
-    if shutil.which("nvidia-smi") is None:
+    from kubetrain.local.namespaces import which
+
+    if which("nvidia-smi") is None:
         return 0
     try:
         r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False, timeout=20)

@@ -7,7 +7,6 @@ killed supervisor can be reconciled by the next command (``kubetrain.local.reape
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import select
@@ -16,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubetrain.api import constants as C
@@ -63,6 +61,8 @@ class Supervisor(ReadinessGate, FailurePolicy):
                 self.netns = NetworkNamespace.start()
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / "hosts").write_text(self.plan.hosts_file())
+            from concurrent.futures import ThreadPoolExecutor
+
             self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
             self._preflight()
             self.netns.ready()
@@ -300,6 +300,8 @@ def configure_logging() -> None:
 
 
 def main() -> None:
+    import argparse
+
     parser = argparse.ArgumentParser(description="kubetrain local supervisor (started by `kubetrain apply`)")
     parser.add_argument("namespace")
     parser.add_argument("name")
