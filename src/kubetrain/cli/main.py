@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "describe": "kubetrain.cli.local",
     "logs": "kubetrain.cli.local",
     "delete": "kubetrain.cli.local",
-    "prune": "kubetrain.cli.local",
+    "prune": "kubetrain.cli.prune",
     "cluster": "kubetrain.cli.cluster",
     "operator": "kubetrain.cli.operator",
 }

@@ -1,4 +1,9 @@
-"""``LocalBackend``: the CLI's backend contract (``kubetrain.api.views.Backend``) on this machine."""
+"""``LocalBackend``: the CLI's backend contract (``kubetrain.api.views.Backend``) on this machine.
+
+The verbs (apply/submit with kubectl's update rules, reads that notice lost supervisors, delete, prune) are
+together because each is short and they share the store and the existence rules; the machinery they drive lives in
+the modules they import.
+"""
 
 from __future__ import annotations
 

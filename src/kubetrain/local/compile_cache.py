@@ -70,10 +70,9 @@ def key(files: tuple[str, ...], namespace: str) -> str | None:
 
 def runtime_digest(store: Store, kind: str, namespace: str, name: str) -> str | None:
     """The definition a runtime reference resolves to now: applied on this machine first, else built in."""
-    ns = "" if kind == "ClusterTrainingRuntime" else namespace
-    rows = store._read("SELECT manifest FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, ns, name))
-    if rows:
-        return hashlib.sha256(b"applied\0" + rows[0][0].encode()).hexdigest()
+    applied = store.runtime_manifest(kind, namespace, name)
+    if applied is not None:
+        return hashlib.sha256(b"applied\0" + applied.encode()).hexdigest()
     builtin = _PACKAGE / "runtimes" / f"{name}.yaml"
     if kind == "ClusterTrainingRuntime" and "/" not in name and builtin.is_file():
         return hashlib.sha256(b"builtin\0" + builtin.read_bytes()).hexdigest()

@@ -1,5 +1,8 @@
 """SQLite state of the local backend: TrainJobs, applied runtimes, pods, events and the scheduler's books.
 
+It is the one module that owns the schema and its SQL (the scheduler adds its decision queries inside
+``Store.transaction``), which is why it is longer than most.
+
 Shared by every ``kubetrain`` process of the user at once (CLI commands, detached supervisors), so:
 
 - WAL journal and a busy timeout: readers never block writers, writers wait for each other instead of failing
@@ -437,6 +440,12 @@ class Store:
 
     def put_runtime(self, manifest: dict[str, Any]) -> None:
         self.put_object(manifest)
+
+    def runtime_manifest(self, kind: str, namespace: str, name: str) -> str | None:
+        """The stored JSON of an applied object (``namespace`` is ignored for ClusterTrainingRuntimes)."""
+        ns = "" if kind == "ClusterTrainingRuntime" else namespace
+        rows = self._read("SELECT manifest FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, ns, name))
+        return str(rows[0][0]) if rows else None
 
     def list_objects(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         """Applied objects (runtimes, and the ConfigMaps/Secrets pods may reference) of the given kinds."""
