@@ -301,8 +301,8 @@ class TestResources:
 
     def test_missing_resources_name_what_is_short(self) -> None:
         cap = resources.Capacity({"cpu": 2, "memory": 8 * 2**30, "nvidia.com/gpu": 0})
-        assert resources.missing_resources({"cpu": "1", "memory": "1Gi"}, cap) == []
-        missing = resources.missing_resources({"cpu": "64", "nvidia.com/gpu": 1}, cap)
+        assert resources.never_fits({"cpu": 1, "memory": 2**30}, cap) == []
+        missing = resources.never_fits({"cpu": 64, "nvidia.com/gpu": 1}, cap)
         assert missing == [
             "cpu: requested 64, this machine has 2",
             "nvidia.com/gpu: requested 1, this machine has 0",

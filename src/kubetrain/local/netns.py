@@ -53,12 +53,6 @@ class NetworkNamespace:
         )
         return cls(proc, os.geteuid() != 0)
 
-    @classmethod
-    def create(cls, timeout: float = 10.0) -> NetworkNamespace:
-        ns = cls.start()
-        ns.ready(timeout)
-        return ns
-
     def ready(self, timeout: float = 10.0) -> NetworkNamespace:
         if self._ready:
             return self

@@ -158,12 +158,6 @@ def never_fits(required: dict[str, float], capacity: Capacity) -> list[str]:
     return out
 
 
-def missing_resources(required: dict[str, Any], capacity: Capacity) -> list[str]:
-    """``never_fits`` for a PodGroup's ``minResources`` (quantities as written)."""
-    want = {k: parse_quantity(v, f"PodGroup spec.minResources.{k}") for k, v in required.items()}
-    return never_fits(want, capacity)
-
-
 def find_podgroup(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
     for o in objects:
         if o.get("kind") == "PodGroup":

@@ -438,9 +438,6 @@ class Store:
             )
             return "created" if row is None else "configured"
 
-    def put_runtime(self, manifest: dict[str, Any]) -> None:
-        self.put_object(manifest)
-
     def runtime_manifest(self, kind: str, namespace: str, name: str) -> str | None:
         """The stored JSON of an applied object (``namespace`` is ignored for ClusterTrainingRuntimes)."""
         ns = "" if kind == "ClusterTrainingRuntime" else namespace
