@@ -59,10 +59,16 @@ def test_killed_supervisor_ends_logs_follow_with_the_reason_and_keeps_every_log(
     assert "SupervisorLost" in desc and "stopped: the supervisor was lost" in desc
 
 
+def _can_mount_tmpfs() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", probe], capture_output=True)
+    return r.returncode == 0
+
+
 @needs_namespaces
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("unshare") is None, reason="mounts a small tmpfs: needs root and unshare"
-)
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="mounts a small tmpfs in a private mount namespace: needs root")
 def test_full_disk_is_one_clear_error_and_changes_nothing(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(
         yaml.safe_dump(trainjob("a", "torch-distributed", trainer={"numNodes": 1, "command": ["true"]}))
