@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -25,9 +26,13 @@ from kubetrain.api import (
 )
 from kubetrain.api import constants as C
 from kubetrain.api.loader import load_text
-from kubetrain.api.views import Event, StepView, TrainJobDetails
+from kubetrain.api.logtext import lines_of
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.views import Event, LogItem, LogOptions, StateView, StepView, TrainJobDetails, WatchItem
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
 from kubetrain.local import namespaces, paths, pods, reaper, status
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
 
@@ -215,14 +220,16 @@ class LocalBackend:
         self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
 
     # Reading.
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
-        return [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
+        sel = parse_selector(selector) if selector else None
+        jobs = [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+        return [j for j in jobs if sel is None or sel.matches(j.metadata.labels)]
 
     def _row(self, name: str, namespace: str) -> TrainJobRow:
         row = self.store.get_trainjob(namespace, name)
         if row is None:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
-            hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
+            hint = not_found_hint(name, known, f"`kubetrain get trainjobs -n {namespace}` lists them")
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
         return row
 
@@ -257,7 +264,15 @@ class LocalBackend:
             "Replicated jobs": [rj["name"] for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []],
             "Objects": [f"{o['kind']}/{o['metadata']['name']}" for o in row.objects],
         }
-        return TrainJobDetails(TrainJob.model_validate(row.trainjob), steps, events, extra)
+        pod_rows = self.store.list_pods(namespace, name)
+        return TrainJobDetails(
+            TrainJob.model_validate(row.trainjob),
+            steps,
+            events,
+            extra,
+            state=state_of(row, pod_rows),
+            failure_logs=failure_logs(pod_rows),
+        )
 
     def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
         self._row(name, namespace)
@@ -269,21 +284,55 @@ class LocalBackend:
         return [(step_prefix(p.name), Path(p.log)) for p in chosen]
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
-        tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
+        yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
+
+    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
+        """Each step's log in chunks as written (see ``kubetrain.local.logstream``)."""
+        self._row(name, namespace)
+        stream = LocalLogStream(self.store, name, namespace, options, row=lambda: self._row(name, namespace))
+        yield from stream.items()
+
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        out = []
+        for j in jobs:
+            row = self.store.get_trainjob(j.namespace, j.name)
+            if row is None:
+                out.append(StateView("Deleted"))
+                continue
+            out.append(state_of(row, self.store.list_pods(j.namespace, j.name)))
+        return out
+
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
+        sel = parse_selector(selector) if selector else None
+        seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+        first = True
         while True:
-            lines = tailer.poll()
-            yield from lines
-            if not follow:
-                break
-            if not lines:
-                row = self.store.get_trainjob(namespace, name)
-                if row is None or (
-                    status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
-                ):
-                    yield from tailer.poll()
-                    break
-                time.sleep(0.2)
-        yield from tailer.flush()
+            now: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+            for row in self.store.list_trainjobs(namespace):
+                if names and row.name not in names:
+                    continue
+                tj = TrainJob.model_validate(row.trainjob)
+                if sel is not None and not sel.matches(tj.metadata.labels):
+                    continue
+                st = state_of(row, self.store.list_pods(row.namespace, row.name))
+                now[(row.namespace, row.name)] = (json.dumps(row.trainjob, sort_keys=True), st, tj)
+            changed = False
+            for key in sorted(now):
+                text, st, tj = now[key]
+                old = seen.get(key)
+                if old is None or old[:2] != (text, st):
+                    changed = True
+                    yield WatchItem("ADDED" if old is None or first else "MODIFIED", tj, st)
+            for key in sorted(set(seen) - set(now)):
+                changed = True
+                yield WatchItem("DELETED", seen[key][2], seen[key][1])
+            seen, first = now, False
+            if not changed:
+                yield None
+            time.sleep(0.25)
 
     # Deleting.
     def delete_trainjob(self, name: str, namespace: str) -> None:
@@ -296,6 +345,21 @@ class LocalBackend:
                 time.sleep(0.05)
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
         self.store.delete_trainjob(namespace, name)
+
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
+        if kind not in RUNTIME_KINDS:
+            raise KubetrainError(f"cannot delete kind {kind!r} locally (expected TrainJob or a runtime kind)")
+        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace or "default"
+        if not self.store.delete_object(kind, ns, name):
+            if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
+                raise KubetrainError(
+                    f'clustertrainingruntime "{name}" is built into kubetrain and cannot be deleted '
+                    "(an applied runtime of the same name takes its place)"
+                )
+            where = f" in namespace {ns}" if ns else ""
+            known = [r.name for r in self.store_runtimes(None) if r.kind == kind]
+            hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
+            raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)

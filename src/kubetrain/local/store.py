@@ -239,6 +239,14 @@ class Store:
                 (manifest["kind"], ns, meta.get("name", ""), json.dumps(manifest)),
             )
 
+    def delete_object(self, kind: str, namespace: str, name: str) -> bool:
+        """Remove an applied runtime (or ConfigMap/Secret); ``False`` when there was none."""
+        with self._tx() as c:
+            cur = c.execute(
+                "DELETE FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, namespace, name)
+            )
+            return bool(cur.rowcount)
+
     def list_objects(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         """Applied objects (runtimes, and the ConfigMaps/Secrets pods may reference) of the given kinds."""
         marks = ",".join("?" * len(kinds))
