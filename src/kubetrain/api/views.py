@@ -118,7 +118,14 @@ class StateChange:
     state: StateView
 
 
-LogItem = LogChunk | StepChange | StateChange | None
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know that is not a log line or a state: a step's log cannot be read."""
+
+    text: str
+
+
+LogItem = LogChunk | StepChange | StateChange | Notice | None
 """What ``log_stream`` yields; ``None`` is a heartbeat at least every half second while nothing happens, so a
 caller can enforce its own deadline and react to Ctrl-C."""
 

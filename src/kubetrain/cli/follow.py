@@ -22,7 +22,7 @@ from typing import Any
 from rich.markup import escape
 
 from kubetrain.api import KubetrainError, TrainJob
-from kubetrain.api.views import LogChunk, LogItem, LogOptions, StateChange, StateView, StepChange
+from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StateView, StepChange
 from kubetrain.cli._common import fail, stderr
 from kubetrain.cli.backend import Backend
 from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal
@@ -86,6 +86,8 @@ class Display:
             self.saw_logs = True
             if not self.quiet:
                 self.view.write(item.step, item.text)
+        elif isinstance(item, Notice):
+            self.notice(item.text)
         elif isinstance(item, StepChange):
             old = self.steps.get(item.step)
             self.steps[item.step] = item

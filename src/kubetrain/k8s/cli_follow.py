@@ -18,7 +18,7 @@ from typing import Any
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
-from kubetrain.api.views import LogChunk, LogItem, LogOptions, StateChange, StateView, StepChange
+from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StateView, StepChange
 from kubetrain.k8s.cli_watch import Mirror
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
@@ -50,36 +50,40 @@ def _ts_key(ts: str) -> tuple[str, int]:
 
 class Stamps:
     """Strips (or keeps) the kubelet's per-line timestamps and remembers the last one, so a re-opened stream
-    can skip what was already shown."""
+    can skip what was already shown, including the shown part of a line that was unfinished at the drop."""
 
     def __init__(self, keep: bool) -> None:
         self.keep = keep
         self.at_start = True
-        self.skip_line = False
         self._buf = ""
         self.last: tuple[str, int] | None = None
         self.same = 0  # lines shown with exactly ``last``
-        self._resume: tuple[tuple[str, int], int] | None = None
+        self._col = 0  # characters of the current line shown so far
+        self._drop = 0  # characters still to drop from the current line (-1: the whole line)
+        self._resume: tuple[tuple[str, int], int, int] | None = None
 
     def resume(self) -> str | None:
         """Prepare for a re-opened stream; returns the ``sinceTime`` to ask for."""
         if self.last is None:
             return None
-        self._resume = (self.last, self.same)
+        self._resume = (self.last, self.same, 0 if self.at_start else self._col)
         self.at_start, self._buf = True, ""
         return self.last[0] + "Z"
 
-    def _skip(self, key: tuple[str, int]) -> bool:
+    def _skip(self, key: tuple[str, int]) -> int:
+        """Characters of this line to drop: -1 for all of it (already shown), else how many were shown."""
         if self._resume is None:
-            return False
-        last, same = self._resume
+            return 0
+        last, same, partial = self._resume
         if key < last:
-            return True
-        if key == last and same > 0:
-            self._resume = (last, same - 1)
-            return True
+            return -1
+        if key == last and same > 1:
+            self._resume = (last, same - 1, partial)
+            return -1
         self._resume = None
-        return False
+        if key == last and same == 1:
+            return partial if partial else -1
+        return 0
 
     def feed(self, text: str) -> str:
         buf, self._buf = self._buf + text, ""
@@ -91,22 +95,28 @@ class Stamps:
                 if sp < 0:
                     self._buf = buf[i:]
                     break
-                ts = buf[i:sp]
-                key = _ts_key(ts)
-                self.skip_line = self._skip(key)
-                if not self.skip_line:
+                key = _ts_key(buf[i:sp])
+                self._drop = self._skip(key)
+                if self._drop == 0:
                     if key == self.last:
                         self.same += 1
                     else:
                         self.last, self.same = key, 1
+                    self._col = 0
                     if self.keep:
                         out.append(buf[i : sp + 1])
                 self.at_start = False
                 i = sp + 1
             nl = buf.find("\n", i)
             end = n if nl < 0 else nl + 1
-            if not self.skip_line:
-                out.append(buf[i:end])
+            piece = buf[i:end]
+            if self._drop > 0:
+                cut = min(self._drop, len(piece))
+                piece, self._drop = piece[cut:], self._drop - cut
+                self._col += cut
+            if self._drop >= 0:
+                out.append(piece)
+                self._col += len(piece)
             if nl >= 0:
                 self.at_start = True
             i = end
@@ -276,9 +286,11 @@ class Follower:
         for _key, step, _first in new:
             await self._emit(LogChunk(step, ""))
         for key, step, first in new:
-            self.pumped[key] = asyncio.ensure_future(self._pump(key[0], step, key[1], follow, first))
+            self.pumped[key] = asyncio.ensure_future(self._pump(key[0], step, key[1], follow, first, key[2]))
 
-    async def _pump(self, pod: str, step: str, container: str, follow: bool, first: bool) -> None:
+    async def _pump(
+        self, pod: str, step: str, container: str, follow: bool, first: bool, restarts: int = 0
+    ) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # Following: the server's timestamps let a re-opened stream skip what was shown (stripped unless asked).
         stamps = Stamps(keep=self.opts.timestamps) if (follow or self.opts.timestamps) else None
@@ -289,6 +301,7 @@ class Follower:
             since_time = None
         attempts = 0
         while True:
+            dropped = False
             try:
                 async for chunk in self.client.pod_log_chunks(
                     pod,
@@ -310,18 +323,31 @@ class Follower:
                     await self._emit(LogChunk(step, stamps.feed(rest) if stamps is not None else rest))
             except ApiError as exc:
                 if exc.status == 400 and "waiting to start" in exc.message:
+                    self.pumped.pop((pod, container, self._restarts(pod, container)), None)
                     return  # not started after all; the next pod change starts a new stream
-                if exc.status == 404:
+                if exc.status == 404 and not self.pods.objects.get((self.namespace, pod)):
                     return  # the pod is gone
-                if exc.status not in (0, 429, 500, 502, 503, 504) or not follow:
+                if not follow:
                     raise
-            if not follow or not self._still_running(pod, container):
+                if exc.status not in (0, 429, 500, 502, 503, 504) or attempts >= 5:
+                    # No kubelet to ask, a node gone, no permission: say so and keep following the job.
+                    await self._emit(Notice(f"log of step {step} ({pod}) unavailable: {exc.message or exc.reason}"))
+                    return
+                dropped = True
+            if not follow:
                 return
-            # The connection dropped while the container still runs: resume from the last line shown.
+            # A stream ends when its container does; the pod's status says so a moment later. Only if the same
+            # run of the container is still going did the connection drop (or idle out): resume where it stopped.
             attempts += 1
-            await asyncio.sleep(min(0.2 * attempts, 2.0))
+            await asyncio.sleep(min(0.2 * attempts, 2.0) if dropped else 1.0)
+            if not self._still_running(pod, container) or self._restarts(pod, container) != restarts:
+                return
             resumed = stamps.resume() if stamps is not None else None
             tail, since_seconds, since_time = None, None, resumed
+
+    def _restarts(self, pod: str, container: str) -> int:
+        obj = self.pods.objects.get((self.namespace, pod))
+        return container_started(obj, container)[1] if obj is not None else 0
 
     def _still_running(self, pod: str, container: str) -> bool:
         obj = self.pods.objects.get((self.namespace, pod))
