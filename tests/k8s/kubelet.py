@@ -50,7 +50,11 @@ def pod_manifest(
         },
         "spec": {
             "containers": [{"name": c, "image": "busybox"} for c in containers],
-            **({"initContainers": [{"name": c, "image": "busybox"} for c in init_containers]} if init_containers else {}),
+            **(
+                {"initContainers": [{"name": c, "image": "busybox"} for c in init_containers]}
+                if init_containers
+                else {}
+            ),
         },
     }
 

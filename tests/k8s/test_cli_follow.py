@@ -50,7 +50,7 @@ class Collector:
     def wait(self, pred: Callable[[], Any], what: str, timeout: float = 20) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if (value := pred()) :
+            if value := pred():
                 return value
             if self.error is not None:
                 raise AssertionError(f"stream failed while waiting for {what}: {self.error!r}")
@@ -71,7 +71,9 @@ def test_run_waits_explains_streams_follows_restarts_and_ends(tmp_path: Path) ->
             lambda: any(m.startswith("JobSet created; waiting for its Jobs") for _, _, m in c.states()),
             "JobSet created",
         )
-        p0 = kubelet.create_pod(pod_manifest("job", "node", 0), unschedulable("0/3 nodes are available: 3 Insufficient cpu."))
+        p0 = kubelet.create_pod(
+            pod_manifest("job", "node", 0), unschedulable("0/3 nodes are available: 3 Insufficient cpu.")
+        )
         c.wait(lambda: ("Pending", "Unschedulable") in [s[:2] for s in c.states()], "unschedulable")
         assert any("0/3 nodes are available: 3 Insufficient cpu." in m for _, _, m in c.states())
         kubelet.set_status(p0, waiting("ImagePullBackOff", 'Back-off pulling image "busybox"'))
@@ -169,7 +171,9 @@ def test_logs_tail_since_timestamps_and_container(tmp_path: Path) -> None:
         assert text(since_time="2026-01-01T00:00:03Z") == "line 3\nline 4"
         assert text(tail=1, timestamps=True) == "2026-01-01T00:00:04Z line 4"
         assert text(container="sidecar") == "from the sidecar"
-        with pytest.raises(KubetrainError, match=r"container 'nope' is not in step node-0-0 \(containers: node, sidecar\)"):
+        with pytest.raises(
+            KubetrainError, match=r"container 'nope' is not in step node-0-0 \(containers: node, sidecar\)"
+        ):
             text(container="nope")
         with pytest.raises(KubetrainError, match=r"no step 'launcher' in TrainJob job"):
             kubelet.create_jobset("job")

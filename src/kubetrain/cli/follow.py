@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -25,7 +24,7 @@ from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StateView, StepChange
 from kubetrain.cli._common import fail, stderr
 from kubetrain.cli.backend import Backend
-from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal
+from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal, target, write_to
 from kubetrain.cli.output import print_applied
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
@@ -63,7 +62,7 @@ class Display:
             self.view.flush()
         else:
             self.view.flush()
-            os.write(sys.stderr.fileno(), (text + "\n").encode(errors="replace"))
+            write_to(target(sys.stderr), (text + "\n").encode(errors="replace"))
 
     def _footer(self) -> None:
         if not self.view.tty:
@@ -136,7 +135,7 @@ def follow_remote(
 ) -> int:
     """``kubetrain run`` on a cluster, after the apply: wait, explain, stream, and exit by the final state."""
     title = f"trainjob {namespace}/{name}"
-    view = LogView(sys.stdout.fileno(), prefix=True)
+    view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
     deadline = time.monotonic() + timeout if timeout else None
     items = backend.log_stream(name, namespace, LogOptions(follow=True, progress=True))
@@ -236,7 +235,7 @@ def run_local(
     result: dict[str, Any] = {}
     errors: list[BaseException] = []
 
-    def target() -> None:
+    def supervise() -> None:
         try:
             result.update(sup.run())
         except BaseException as exc:
@@ -244,7 +243,7 @@ def run_local(
 
     # The supervisor runs on its own thread because pods die with the thread that forked them (PDEATHSIG):
     # that thread lives exactly as long as the TrainJob, while this one draws progress and handles signals.
-    worker = threading.Thread(target=target, name="supervisor")
+    worker = threading.Thread(target=supervise, name="supervisor")
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: sup.terminate(signal.Signals(s).name))
     worker.start()
@@ -254,7 +253,7 @@ def run_local(
         markup=True,
     )
     title = f"trainjob {ns}/{name}"
-    view = LogView(sys.stdout.fileno(), prefix=True)
+    view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
     items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True))
     timed_out = False

@@ -13,7 +13,7 @@ from kubetrain.api.views import LogOptions
 from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.follow import Display, stream
-from kubetrain.cli.logview import LogView
+from kubetrain.cli.logview import LogView, target
 
 
 def register(group: click.Group) -> None:
@@ -83,7 +83,7 @@ def register(group: click.Group) -> None:
                 progress=follow,
             )
             backend = select_backend(kubeconfig, context)
-            view = LogView(sys.stdout.fileno(), prefix=prefix)
+            view = LogView(target(sys.stdout), prefix=prefix)
             display = Display(f"trainjob {namespace}/{name}", view, steps_live=False)
             stream(display, backend.log_stream(name, namespace, options))
         except KubetrainError as exc:

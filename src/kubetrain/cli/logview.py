@@ -13,9 +13,11 @@ lines a second reach the terminal (see ``bench/log_render.py``), and Ctrl-C inte
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import time
+from typing import BinaryIO, TextIO
 
 from kubetrain.api.logtext import LineSplitter, collapse_cr, step_prefix
 
@@ -30,10 +32,36 @@ def is_terminal(fd: int) -> bool:
     return os.isatty(fd) and os.environ.get("TERM", "") != "dumb"
 
 
+Target = int | BinaryIO
+"""A file descriptor (written with ``os.write``: no buffer of Python's to drain after Ctrl-C) or a binary stream."""
+
+
+def target(stream: TextIO) -> Target:
+    """The descriptor behind ``sys.stdout``/``sys.stderr``, or its binary buffer when it has none (tests)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return stream.buffer
+    stream.flush()
+    return fd
+
+
+def write_to(out: Target, data: bytes) -> None:
+    if isinstance(out, int):
+        view = memoryview(data)
+        while view:
+            n = os.write(out, view[:FLUSH_BYTES])
+            view = view[n:]
+    else:
+        out.write(data)
+        out.flush()
+
+
 class LogView:
-    def __init__(self, fd: int, *, tty: bool | None = None, prefix: bool | None = None) -> None:
-        self.fd = fd
-        self.tty = is_terminal(fd) if tty is None else tty
+    def __init__(self, out: Target, *, tty: bool | None = None, prefix: bool | None = None) -> None:
+        self.out = out
+        self.fd = out if isinstance(out, int) else -1
+        self.tty = (self.fd >= 0 and is_terminal(self.fd)) if tty is None else tty
         self.prefix = prefix
         """Prefix lines with ``[step/rank]``: always, never, or (``None``) once a second step has written."""
         self._splitters: dict[str, LineSplitter] = {}
@@ -159,11 +187,7 @@ class LogView:
         return "\n".join(rows)
 
     def _write(self, s: str) -> None:
-        data = s.encode(errors="replace")
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view[:FLUSH_BYTES])
-            view = view[n:]
+        write_to(self.out, s.encode(errors="replace"))
 
     def close(self) -> None:
         """End of the stream: unfinished lines become lines; the live area is replaced by the final output."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
@@ -54,11 +55,15 @@ class ClusterBackend:
             raise KubetrainError(str(exc)) from exc
         self._loop = asyncio.new_event_loop()
         self._client: Client | None = None
+        self._streams: weakref.WeakSet[Iterator[Any]] = weakref.WeakSet()
 
     def close(self) -> None:
         """Close the HTTP session and the private loop (also done when the backend is garbage-collected)."""
         if self._loop.is_closed():
             return
+        for it in list(self._streams):
+            with contextlib.suppress(Exception):
+                it.close()  # type: ignore[attr-defined]
         if self._client is not None and not self._loop.is_running():
             closing = self._client.close()
             try:
@@ -77,8 +82,13 @@ class ClusterBackend:
         return self._loop.run_until_complete(coro)
 
     def _iterate(self, agen: AsyncIterator[T], what: str) -> Iterator[T]:
+        it = self._drive(agen, what)
+        self._streams.add(it)
+        return it
+
+    def _drive(self, agen: AsyncIterator[T], what: str) -> Iterator[T]:
         """Drive an async generator from synchronous code; an interrupt (Ctrl-C) or an early ``break`` cancels
-        what it was waiting on and closes it, so no stream or watch outlives the command."""
+        what it was waiting on and closes it, so no stream or watch outlives the command (or the backend)."""
         try:
             while True:
                 step = asyncio.ensure_future(agen.__anext__(), loop=self._loop)
