@@ -100,7 +100,8 @@ class Display:
             self.state = item.state
             changed = old_state is None or old_state.state != item.state.state
             waiting_note = not self.steps_live and not self.saw_logs  # logs -f: say why nothing comes yet
-            if (self.steps_live and (changed or not self.view.tty)) or (waiting_note and not item.state.finished):
+            # The final state is the command's last line (printed by the caller), not a notice.
+            if not item.state.finished and ((self.steps_live and (changed or not self.view.tty)) or waiting_note):
                 self.notice(f"{self.title}: {item.state.explain()}")
             self._footer()
 

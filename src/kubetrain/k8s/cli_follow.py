@@ -433,18 +433,25 @@ class Follower:
     async def items(self) -> AsyncIterator[LogItem]:
         """Everything the command shows, with a ``None`` heartbeat every half second of quiet."""
         main = asyncio.ensure_future(self.follow() if self.opts.follow else self.once())
+        # One pending get at a time, kept across heartbeats: cancelling a get that just completed would lose
+        # its item.
+        getter: asyncio.Future[LogItem | BaseException] | None = None
         try:
             while True:
-                getter = asyncio.ensure_future(self.out.get())
-                done, _ = await asyncio.wait({getter, main}, timeout=HEARTBEAT, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
+                if getter is None:
+                    getter = asyncio.ensure_future(self.out.get())
+                waiting: set[asyncio.Future[Any]] = {getter, main}
+                await asyncio.wait(waiting, timeout=HEARTBEAT, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
                     item = getter.result()
+                    getter = None
                     if isinstance(item, BaseException):
                         raise item
                     yield item
                     continue
-                getter.cancel()
-                if main in done:
+                if main.done():
+                    getter.cancel()
+                    getter = None
                     while not self.out.empty():
                         left = self.out.get_nowait()
                         if not isinstance(left, BaseException):
@@ -453,6 +460,7 @@ class Follower:
                     return
                 yield None
         finally:
-            if not main.done():
-                main.cancel()
-                await asyncio.gather(main, return_exceptions=True)
+            pending = [f for f in (getter, main) if f is not None and not f.done()]
+            for f in pending:
+                f.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
