@@ -121,6 +121,13 @@ class TimeIndex:
                 lo = mid + 1
             else:
                 hi = mid
+        if lo == n:  # every sample is older: what came after the last one is older too if the file is
+            try:
+                st = self.log.stat()
+            except FileNotFoundError:
+                return 0
+            if st.st_mtime < when:
+                return st.st_size
         return self._record(lo - 1)[0] if lo > 0 else 0
 
     def time_for(self, end: int) -> float:

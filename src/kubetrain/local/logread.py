@@ -99,7 +99,8 @@ class LogReader:
         if self.since is not None:
             index = TimeIndex(self.path)
             try:
-                start = max(start, line_start(f, min(index.offset_before(self.since), size)))
+                since = index.offset_before(self.since)
+                start = max(start, size if since >= size else line_start(f, since))
             finally:
                 index.close()
         self._pos = start
