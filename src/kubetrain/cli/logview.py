@@ -93,6 +93,7 @@ class LogView:
             sp.partial = ""
             self._push(text)
             self.lines += text.count("\n")
+            self._maybe_flush()
             return
         lines = sp.feed(text)
         if lines:
@@ -143,7 +144,7 @@ class LogView:
     def flush(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         self._last_flush = now
-        redraw = (
+        redraw = bool(
             self.tty
             and (self._drawn or self._live or self._footer)
             and (self._buf or (self._dirty and now - self._last_draw >= REDRAW_EVERY))
