@@ -139,8 +139,17 @@ def local_job(home: Path, log_bytes: int) -> None:
         "kind": "TrainJob",
         "metadata": {"name": "big", "namespace": "default", "uid": "u"},
         "spec": {"runtimeRef": {"name": "torch-distributed"}},
-        "status": {"conditions": [{"type": "Complete", "status": "True", "reason": "Done", "message": "",
-                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "Done",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        },
     }
     store.put_trainjob(tj, [], str(home))
     log = home / "big.log"
@@ -172,7 +181,9 @@ def ctrl_c_latency(home: Path) -> float:
     term = Pty(rate=2 * 1024 * 1024)  # a slow terminal: 2 MB/s, the command produces far more
     env = {**os.environ, "KUBETRAIN_HOME": str(home)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubetrain.cli.main", "logs", "big"], stdout=term.slave, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "kubetrain.cli.main", "logs", "big"],
+        stdout=term.slave,
+        stderr=subprocess.DEVNULL,
         env=env,
     )
     time.sleep(2.0)
@@ -193,7 +204,11 @@ def main() -> str:
     rows = []
     click_rate = rate(click_per_line(small), base_lines)
     rich_rate = rate(rich_per_line(small), base_lines)
-    for label, data in (("1 step", single), ("4 steps, [step/rank] prefixes", multi), ("1 step, 10% progress-bar lines", bars)):
+    for label, data in (
+        ("1 step", single),
+        ("4 steps, [step/rank] prefixes", multi),
+        ("1 step, 10% progress-bar lines", bars),
+    ):
         r = rate(logview(data), LINES)
         rows.append(f"| LogView, {label} | {r:,.0f} | {r / click_rate:.1f}× | {r / rich_rate:.1f}× |")
     rows.append(f"| baseline: click.echo per line | {click_rate:,.0f} | 1.0× | {click_rate / rich_rate:.1f}× |")

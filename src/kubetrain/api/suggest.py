@@ -28,4 +28,5 @@ def not_found_hint(name: str, candidates: Iterable[str], listing: str) -> str:
         return f" (did you mean {' or '.join(repr(x) for x in near)}?)"
     if not pool:
         return f" (there are none; {listing})"
-    return f" ({len(pool)} exist, none with a similar name; {listing})"
+    verb = "exists" if len(pool) == 1 else "exist"
+    return f" ({len(pool)} {verb}, none with a similar name; {listing})"
