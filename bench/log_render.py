@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import pty
-import resource
 import signal
 import subprocess
 import sys
