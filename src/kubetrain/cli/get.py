@@ -274,4 +274,6 @@ def register(group: click.Group) -> None:
                 )
         except KubetrainError as exc:
             fail(str(exc))
+        except KeyboardInterrupt:
+            sys.exit(130)  # the way out of -w
         sys.exit(rc)

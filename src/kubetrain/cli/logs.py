@@ -88,6 +88,8 @@ def register(group: click.Group) -> None:
             stream(display, backend.log_stream(name, namespace, options))
         except KubetrainError as exc:
             fail(str(exc))
+        except KeyboardInterrupt:
+            sys.exit(130)  # as kubectl: Ctrl-C ends a follow without a word
         except BrokenPipeError:
             # `kubetrain logs x | head`: the reader had enough. Point stdout at /dev/null so the interpreter's
             # own flush at exit does not complain about the closed pipe.

@@ -162,6 +162,8 @@ def register(group: click.Group) -> None:
                     break
         except KubetrainError as exc:
             fail(str(exc))
+        except KeyboardInterrupt:
+            sys.exit(130)
         for name in sorted(pending):
             error_line(f"timed out waiting for the condition on trainjobs/{name}")
             rc = 1

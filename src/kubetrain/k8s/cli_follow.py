@@ -299,9 +299,9 @@ class Follower:
         since_seconds = int(self.opts.since_seconds) if first and self.opts.since_seconds is not None else None
         if not first:
             since_time = None
-        attempts = 0
+        errors = quiet = 0  # consecutive failed connections / connections that brought nothing
         while True:
-            dropped = False
+            dropped = got = False
             try:
                 async for chunk in self.client.pod_log_chunks(
                     pod,
@@ -316,6 +316,7 @@ class Follower:
                     text = decoder.decode(chunk)
                     if stamps is not None:
                         text = stamps.feed(text)
+                    got = True
                     if text:
                         await self._emit(LogChunk(step, text))
                 rest = decoder.decode(b"", final=True)
@@ -329,7 +330,7 @@ class Follower:
                     return  # the pod is gone
                 if not follow:
                     raise
-                if exc.status not in (0, 429, 500, 502, 503, 504) or attempts >= 5:
+                if exc.status not in (0, 429, 500, 502, 503, 504) or errors >= 5:
                     # No kubelet to ask, a node gone, no permission: say so and keep following the job.
                     await self._emit(Notice(f"log of step {step} ({pod}) unavailable: {exc.message or exc.reason}"))
                     return
@@ -338,8 +339,11 @@ class Follower:
                 return
             # A stream ends when its container does; the pod's status says so a moment later. Only if the same
             # run of the container is still going did the connection drop (or idle out): resume where it stopped.
-            attempts += 1
-            await asyncio.sleep(min(0.2 * attempts, 2.0) if dropped else 1.0)
+            errors = errors + 1 if dropped else 0
+            quiet = 0 if got else quiet + 1
+            # A server that answers a running container with nothing (no kubelet behind it) is asked less and
+            # less often: 1 s, 2 s, 4 s ... up to a minute.
+            await asyncio.sleep(min(0.2 * errors, 2.0) if dropped else min(60.0, 2.0 ** max(0, quiet - 1)))
             if not self._still_running(pod, container) or self._restarts(pod, container) != restarts:
                 return
             resumed = stamps.resume() if stamps is not None else None
