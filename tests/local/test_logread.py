@@ -267,3 +267,13 @@ def test_describe_shows_the_failed_steps_last_lines(store: Store, tmp_path: Path
     assert d.failure_logs["node-0-0"][-1] == "ValueError: bad"
     assert len(d.failure_logs["node-0-0"]) == 20
     assert d.state is not None and d.state.state == "Pending" and "exit code 1" in d.state.message
+
+
+def test_follow_ends_with_the_reason_when_the_supervisor_died(store: Store, tmp_path: Path) -> None:
+    backend = LocalBackend(store)
+    pod(store, tmp_path, "node-0-0").write_text("working\n")
+    store.set_supervisor("default", "tj", 2**22 + 12345, "0")  # a pid that is not running (kill -9)
+    items = list(backend.log_stream("tj", "default", LogOptions(follow=True, progress=True)))
+    final = [i.state for i in items if isinstance(i, StateChange)][-1]
+    assert (final.state, final.reason) == ("Failed", "SupervisorLost")
+    assert LogChunk("node-0-0", "working\n") in items

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +26,7 @@ from kubetrain.api import (
 )
 from kubetrain.api import constants as C
 from kubetrain.api.loader import load_text
-from kubetrain.api.logtext import lines_of
+from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import Event, LogItem, LogOptions, StateView, StepView, TrainJobDetails, WatchItem
@@ -36,63 +36,14 @@ from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
 
+__all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
+
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
 
 
 class NotFoundError(KubetrainError):
     pass
-
-
-def step_prefix(short: str) -> str:
-    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
-    head, _, index = short.rpartition("-")
-    return f"{head}/{index}"
-
-
-class LogTailer:
-    """Incremental reader of several pod logs; lines get a ``[step/rank]`` prefix when there is more than one
-    step (``prefix=None``), always (``True``) or never (``False``)."""
-
-    def __init__(self, files: Callable[[], list[tuple[str, Path]]], prefix: bool | None = None) -> None:
-        self._files = files
-        self._prefix = prefix
-        self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
-        self._known: list[tuple[str, Path]] = []
-
-    def _fmt(self, prefix: str, line: bytes) -> str:
-        text = line.decode(errors="replace")
-        many = self._prefix if self._prefix is not None else len(self._known) > 1
-        return f"[{prefix}] {text}" if many else text
-
-    def poll(self) -> list[str]:
-        self._known = self._files()
-        out: list[str] = []
-        for prefix, path in self._known:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offsets.get(path, 0))
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            if not data:
-                continue
-            self._offsets[path] = self._offsets.get(path, 0) + len(data)
-            *lines, rest = (self._partial.pop(path, b"") + data).split(b"\n")
-            if rest:
-                self._partial[path] = rest
-            out += [self._fmt(prefix, line) for line in lines]
-        return out
-
-    def flush(self) -> list[str]:
-        """Unterminated last lines, once the writers are gone."""
-        out = self.poll()
-        names = dict((path, prefix) for prefix, path in self._known)
-        for path, rest in self._partial.items():
-            out.append(self._fmt(names.get(path, "?"), rest))
-        self._partial.clear()
-        return out
 
 
 class LocalBackend:
@@ -273,15 +224,6 @@ class LocalBackend:
             state=state_of(row, pod_rows),
             failure_logs=failure_logs(pod_rows),
         )
-
-    def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
-        self._row(name, namespace)
-        pod_rows = self.store.list_pods(namespace, name)
-        chosen = [p for p in pod_rows if step is None or p.name == step or p.name.startswith(step + "-")]
-        if step is not None and not chosen:
-            names = ", ".join(p.name for p in pod_rows) or "none started yet"
-            raise NotFoundError(f"no step {step!r} in TrainJob {name} (steps: {names})")
-        return [(step_prefix(p.name), Path(p.log)) for p in chosen]
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
         yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))

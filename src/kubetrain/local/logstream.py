@@ -25,6 +25,9 @@ POLL = 0.05
 HEARTBEAT = 0.5
 REFRESH = 0.25
 """How often the pod list and the TrainJob's state are read from the store."""
+SUPERVISOR_GRACE = 1.0
+"""How long a TrainJob may be unfinished with no live supervisor (it may be recording its outcome) before the
+stream records it as lost."""
 FAIR_SHARE = 4
 """Chunks read from one log before the next log gets a turn, so a chatty pod cannot starve a quiet one."""
 
@@ -207,6 +210,7 @@ class LocalLogStream:
         last_refresh = 0.0
         last_yield = time.monotonic()
         ending = False
+        dead_since: float | None = None
         while True:
             now = time.monotonic()
             if now - last_refresh >= REFRESH or ending:
@@ -217,7 +221,17 @@ class LocalLogStream:
                 pods = self._pods(row)
                 yield from self._add_readers(row, pods)
                 yield from self._progress(row, pods)
-                done = status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
+                finished = status.finished(row.trainjob.get("status") or {})
+                alive = reaper.supervisor_alive(row)
+                done = finished and not alive
+                if finished or alive:
+                    dead_since = None
+                elif dead_since is None:
+                    dead_since = now
+                elif now - dead_since >= SUPERVISOR_GRACE:
+                    # The supervisor died without an outcome (kill -9, OOM): record it now, so this stream ends
+                    # with the reason instead of waiting for the next kubetrain command to notice.
+                    reaper.reap(self.store)
                 if ending:
                     # Read to the end once more after the end was seen: nothing written before it is lost.
                     more = True
