@@ -88,8 +88,14 @@ def running() -> dict[str, Any]:
         "phase": "Running",
         "conditions": [{"type": "PodScheduled", "status": "True"}],
         "containerStatuses": [
-            {"name": "node", "image": "busybox:1.36", "imageID": "", "ready": True, "restartCount": 0,
-             "state": {"running": {"startedAt": now()}}}
+            {
+                "name": "node",
+                "image": "busybox:1.36",
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now()}},
+            }
         ],
     }
 
@@ -97,8 +103,15 @@ def running() -> dict[str, Any]:
 def unschedulable(message: str) -> dict[str, Any]:
     return {
         "phase": "Pending",
-        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                        "lastTransitionTime": now()}],
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": now(),
+            }
+        ],
     }
 
 
@@ -107,8 +120,16 @@ def image_pull_backoff() -> dict[str, Any]:
         "phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
         "containerStatuses": [
-            {"name": "node", "image": "busybox:1.36", "imageID": "", "ready": False, "restartCount": 0,
-             "state": {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "busybox:1.36"'}}}
+            {
+                "name": "node",
+                "image": "busybox:1.36",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "busybox:1.36"'}
+                },
+            }
         ],
     }
 
@@ -117,8 +138,14 @@ def failed(code: int) -> dict[str, Any]:
     return {
         "phase": "Failed",
         "containerStatuses": [
-            {"name": "node", "image": "busybox:1.36", "imageID": "", "ready": False, "restartCount": 0,
-             "state": {"terminated": {"exitCode": code, "reason": "Error", "startedAt": now(), "finishedAt": now()}}}
+            {
+                "name": "node",
+                "image": "busybox:1.36",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": code, "reason": "Error", "startedAt": now(), "finishedAt": now()}},
+            }
         ],
     }
 
@@ -126,8 +153,13 @@ def failed(code: int) -> dict[str, Any]:
 def complete_jobset(namespace: str, name: str) -> None:
     status = {
         "conditions": [
-            {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
-             "message": "jobset completed successfully", "lastTransitionTime": now()}
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully",
+                "lastTransitionTime": now(),
+            }
         ]
     }
     call(lambda c: c.patch_status(r.JOBSET, name, namespace, status))
@@ -157,7 +189,10 @@ def test_run_without_an_operator_times_out_naming_no_jobset(kubeconfig: str, nam
     r_ = kt(kubeconfig, namespace, "run", "-f", f, "--timeout", "3s")
     assert r_.returncode == 124, r_.stderr
     flat = " ".join(r_.stderr.split())
-    assert f"timed out after 3s waiting for trainjob {namespace}/{name}; state then: Created (NoPods: no JobSet yet)" in flat
+    assert (
+        f"timed out after 3s waiting for trainjob {namespace}/{name}; state then: Created (NoPods: no JobSet yet)"
+        in flat
+    )
     assert get(r.TRAINJOB, name, namespace) is not None  # it keeps running
     r_ = kt(kubeconfig, namespace, "run", "-f", f, "--timeout", "1s", "--delete-on-timeout")
     assert r_.returncode == 124 and "deleted it (--delete-on-timeout)" in r_.stderr
@@ -186,7 +221,7 @@ def test_run_waits_explains_and_ends_with_the_jobs_result(
         set_pod_status(namespace, p1, running())
         time.sleep(2)
         complete_jobset(namespace, name)
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -194,7 +229,10 @@ def test_run_waits_explains_and_ends_with_the_jobs_result(
     assert proc.returncode == 0, err
     title = f"trainjob {namespace}/{name}"
     assert f"{title}: Created (NoPods: JobSet created; waiting for its Jobs to create pods)" in err
-    assert f"{title}: Pending (Unschedulable: node-0-0 Pending: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.)" in err
+    assert (
+        f"{title}: Pending (Unschedulable: node-0-0 Pending: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.)"
+        in err
+    )
     assert 'step node-1-0: Pending (ImagePullBackOff: Back-off pulling image "busybox:1.36")' in err
     assert f"{title}: Running (2/2 trainer pods running)" in err
     assert err.rstrip().endswith(f"{title}: Complete (AllJobsCompleted: jobset completed successfully)")
@@ -235,7 +273,7 @@ def test_get_describe_wait_and_logs_follow(
     desc = kt(kubeconfig, namespace, "describe", "trainjob", name).stdout
     assert "node-0-0" in desc and "Failed" in desc
     assert "Back-off restarting failed container" in desc and "e2e: an event on the JobSet" in desc
-    assert f"Last log lines of node-0-0, exit code 3:" in desc
+    assert "Last log lines of node-0-0, exit code 3:" in desc
 
     r_ = kt(kubeconfig, namespace, "wait", "trainjob", name, "--for=condition=Complete", "--timeout=2s")
     assert r_.returncode == 1 and f"timed out waiting for the condition on trainjobs/{name}" in r_.stderr
