@@ -64,7 +64,14 @@ def running(container: str = "node", restarts: int = 0) -> dict[str, Any]:
         "phase": "Running",
         "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
         "containerStatuses": [
-            {"name": container, "restartCount": restarts, "ready": True, "state": {"running": {"startedAt": _now()}}}
+            {
+                "name": container,
+                "image": "busybox",
+                "imageID": "",
+                "restartCount": restarts,
+                "ready": True,
+                "state": {"running": {"startedAt": _now()}},
+            }
         ],
     }
 
@@ -75,6 +82,9 @@ def terminated(exit_code: int, container: str = "node", reason: str | None = Non
         "containerStatuses": [
             {
                 "name": container,
+                "image": "busybox",
+                "imageID": "",
+                "ready": False,
                 "restartCount": 0,
                 "state": {
                     "terminated": {
@@ -100,7 +110,14 @@ def waiting(reason: str, message: str = "", container: str = "node") -> dict[str
         "phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "True"}],
         "containerStatuses": [
-            {"name": container, "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}
+            {
+                "name": container,
+                "image": "busybox",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
         ],
     }
 

@@ -189,3 +189,45 @@ def test_reopened_stream_skips_what_was_shown() -> None:
     # The server resends from the second: b, c and d are skipped; e is new.
     again = "2026-01-01T00:00:02Z b\n2026-01-01T00:00:02Z c\n2026-01-01T00:00:02.25Z d\n2026-01-01T00:00:03Z e\n"
     assert s.feed(again) == "\ne\n"
+
+
+def test_an_unscheduled_podgroup_is_the_reason_to_wait(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (bg, kubeconfig):
+        kubelet = Kubelet(bg)
+        backend = ClusterBackend(kubeconfig, None)
+        backend.apply([trainjob("job")], namespace="default")
+        kubelet.create_jobset("job", replicas=2)
+        pg = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {"minMember": 2},
+        }
+
+        def create_pg() -> None:
+            store = bg.api.store
+            created = store.create("scheduling.volcano.sh", "podgroups", "default", pg, "test")
+            created["status"] = {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "Unschedulable", "status": "True", "message": "2/2 tasks in gang unschedulable"}
+                ],
+            }
+            store.replace("scheduling.volcano.sh", "podgroups", "default", "job", created, "volcano", "status")
+
+        kubelet._run(create_pg)
+        c = Collector(backend.log_stream("job", "default", LogOptions(follow=True, progress=True)))
+        c.wait(
+            lambda: (
+                ("Created", "NoPods", "PodGroup job Pending (minMember 2): 2/2 tasks in gang unschedulable")
+                in c.states()
+            ),
+            "PodGroup reason",
+        )
+        other = ClusterBackend(kubeconfig, None)  # the first one's loop is busy streaming on the collector's thread
+        d = other.describe_trainjob("job", "default")
+        other.close()
+        assert d.extra["PodGroup"].startswith("scheduling.volcano.sh/job phase=Pending minMember=2")
+        kubelet.trainjob_condition("job", "Failed", "Unschedulable", "gang never fit")
+        c.wait(lambda: c.done.is_set(), "end")
+        backend.close()
