@@ -91,19 +91,19 @@ class Display:
             old = self.steps.get(item.step)
             self.steps[item.step] = item
             moved = old is None or old.state != item.state
+            self._footer()  # before the notice, whose flush redraws the live area
             # Piped: every change as a line. Terminal: the footer shows them live; only ends stay in the log.
             if self.steps_live and (not self.view.tty or (moved and item.state in ("Succeeded", "Failed"))):
                 self.notice(_step_text(item))
-            self._footer()
         elif isinstance(item, StateChange):
             old_state = self.state
             self.state = item.state
             changed = old_state is None or old_state.state != item.state.state
             waiting_note = not self.steps_live and not self.saw_logs  # logs -f: say why nothing comes yet
+            self._footer()
             # The final state is the command's last line (printed by the caller), not a notice.
             if not item.state.finished and ((self.steps_live and (changed or not self.view.tty)) or waiting_note):
                 self.notice(f"{self.title}: {item.state.explain()}")
-            self._footer()
 
 
 def exit_code(state: StateView | None) -> int:

@@ -172,6 +172,8 @@ class LogView:
             try:
                 self._width = os.get_terminal_size(self.fd).columns
             except OSError:
+                self._width = 0
+            if self._width <= 0:  # a terminal that does not know its size (a bare pty): $COLUMNS, else 80
                 self._width = shutil.get_terminal_size().columns
         return max(20, self._width)
 
