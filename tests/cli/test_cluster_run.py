@@ -142,3 +142,38 @@ def test_ctrl_c_detaches_and_says_how_to_follow_or_delete(tmp_path: Path) -> Non
         assert f"delete: kubetrain delete trainjob job --kubeconfig {kubeconfig}" in err
         assert "Traceback" not in err
         assert kubelet._run(lambda: bg.api.store.list("trainer.kubeflow.org", "trainjobs", "default")[0])
+
+
+def test_get_watch_prints_a_row_per_state_change(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (bg, kubeconfig):
+        kubelet = Kubelet(bg)
+        subprocess.run(
+            [*KUBETRAIN, "apply", "-f", files(tmp_path, trainjob("job")), "--kubeconfig", kubeconfig],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        watcher = subprocess.Popen(
+            [*KUBETRAIN, "get", "tj", "-w", "--kubeconfig", kubeconfig],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(2.0)
+            pod = kubelet.create_pod(pod_manifest("job", "node", 0), running())
+            time.sleep(1.0)
+            kubelet.set_status(pod, terminated(0))
+            kubelet.trainjob_condition("job", "Complete", "JobSetCompleted", "done")
+            time.sleep(1.5)
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            out, err = watcher.communicate(timeout=30)
+        assert watcher.returncode == 130, err
+        lines = out.splitlines()
+        assert lines[0].split() == ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+        states = [line.split()[2] for line in lines[1:]]
+        assert states[0] == "Created" and "Running" in states and states[-1] == "Complete", out
+        assert states.count("Created") == 1  # the listed row is not repeated by the watch
+        widths = {line.index("torch-distributed") for line in lines[1:]}
+        assert len(widths) == 1  # rows printed later keep the list's columns

@@ -122,7 +122,10 @@ def get_trainjobs(
         where = "any namespace" if ns is None else f"namespace {ns}"
         click.echo(f"No TrainJobs found in {where}.", err=True)
     if watch:
-        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, bool(jobs))
+        shown: list[list[str]] = []
+        if output not in ("yaml", "json", "name") and jobs:
+            shown = [_trainjob_row(j, st, all_ns, wide) for j, st in zip(jobs, states, strict=True)]
+        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, shown)
     return rc
 
 
@@ -135,18 +138,31 @@ def _watch(
     all_ns: bool,
     wide: bool,
     no_headers: bool,
-    header_shown: bool,
+    shown: list[list[str]],
 ) -> None:
-    """Print each change as one more row (or one more document), until Ctrl-C."""
-    initial = True
+    """Print each change as one more row (or one more document), until Ctrl-C. ``shown`` are the rows the list
+    printed: the watch's first report of those same rows is not repeated, and new rows keep their columns."""
     headers = _trainjob_headers(all_ns, wide)
     widths: list[int] | None = None
+    if shown:
+        widths = [max(len(r[i]) for r in [headers, *shown]) for i in range(len(headers))]
+    age = headers.index("AGE")
+
+    def key(r: list[str]) -> tuple[str, ...]:
+        return tuple(r[:age] + r[age + 1 :])  # the age moves on by itself; it is not a change
+
+    unseen = {key(r) for r in shown}
+    initial = True
     for item in backend.watch_trainjobs(namespace, names=names, selector=selector):
         if item is None:
             initial = False
             continue
-        if initial and item.type == "ADDED":
-            continue  # already printed above, as kubectl does
+        if initial and item.type == "ADDED" and output in ("yaml", "json", "name"):
+            continue  # the list above showed it, as kubectl does
+        row = _trainjob_row(item.trainjob, item.state, all_ns, wide)
+        if item.type == "ADDED" and key(row) in unseen:
+            unseen.discard(key(row))
+            continue
         if output in ("yaml", "json"):
             dump_objects([item.trainjob.to_wire()], output)
             if output == "yaml":
@@ -154,10 +170,9 @@ def _watch(
         elif output == "name":
             _print_names("trainjob", [item.trainjob.name])
         else:
-            row = _trainjob_row(item.trainjob, item.state, all_ns, wide)
             if widths is None:
                 widths = [max(len(h), len(v)) for h, v in zip(headers, row, strict=True)]
-                if not header_shown and not no_headers:
+                if not no_headers:
                     click.echo("   ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
             click.echo("   ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
         sys.stdout.flush()
