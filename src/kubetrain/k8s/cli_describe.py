@@ -10,13 +10,13 @@ from kubetrain.api import TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import StepView, TrainJobDetails
-from kubetrain.k8s.cli_follow import newest_per_step
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.steps import (
     events_for,
     jobset_reason,
     log_container,
+    newest_per_step,
     podgroup_reason,
     step_view,
 )

@@ -170,3 +170,15 @@ def events_for(events: list[dict[str, Any]], names: set[str], kinds: set[str] | 
             )
         )
     return sorted(out, key=lambda ev: ev.time)
+
+
+def newest_per_step(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One pod per step (a JobSet restart leaves the old pod terminating beside the new one)."""
+    best: dict[str, dict[str, Any]] = {}
+    for p in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+        best[step_name(p)] = p
+    return [best[k] for k in sorted(best)]
+
+
+def matches_step(step: str, wanted: str | None) -> bool:
+    return wanted is None or step == wanted or step.startswith(wanted + "-")
