@@ -156,8 +156,12 @@ def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
     f = sleeper_files(tmp_path, "k9", marker)
     kt("apply", "-f", f)
     wait_for(lambda: len(pids_with(marker)) >= 2)
+    # Ours only: other test runs on this machine may have a supervisor of a "k9" too (their own KUBETRAIN_HOME).
+    home = f"KUBETRAIN_HOME={kt_home}".encode()
     sup = [
-        p for p in pids_with("kubetrain.local.supervisor") if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes()
+        p
+        for p in pids_with("kubetrain.local.supervisor")
+        if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes() and home in Path(f"/proc/{p}/environ").read_bytes()
     ]
     assert len(sup) == 1
     os.kill(sup[0], signal.SIGKILL)
