@@ -50,7 +50,7 @@ def test_killed_supervisor_ends_logs_follow_with_the_reason_and_keeps_every_log(
     out, err = follow.communicate(timeout=30)
     assert time.monotonic() - killed < 10, "logs -f notices a dead supervisor within seconds"
     assert "[node-0/0] line 1" in out and "[node-0/1] partial" in out, out
-    assert "trainjob k9: Failed: the local supervisor (pid" in one_line(err), err
+    assert "trainjob k9: Failed (SupervisorLost: the local supervisor (pid" in one_line(err), err
     r = kt("get", "trainjobs")
     assert r.stderr == "" and "Failed" in r.stdout, "no stray output; the state is already recorded"
     logs = kt("logs", "k9", "--step", "node-0-1")

@@ -136,7 +136,7 @@ def test_run_detach_returns_at_once_and_the_job_runs(kt_home: Path, tmp_path: Pa
     slow = runtime("slow", [rjob("node", [sleep], ancestor="trainer")])
     r = kt("run", "--detach", "-f", write(tmp_path / "tj.yaml", slow, trainjob("bg", "slow")))
     assert r.returncode == 0 and "trainjob.trainer.kubeflow.org/bg created" in r.stdout
-    assert "kubetrain logs bg -n default -f" in r.stderr
+    assert "kubetrain logs bg -f" in r.stderr
     assert kt("logs", "bg", "-f").stdout.strip() == "done"
     wait_state("bg", "Complete")
 

@@ -1,4 +1,5 @@
-"""The workload verbs: ``run``, ``apply``, ``get``, ``describe``, ``logs``, ``delete``.
+"""The workload verbs that submit: ``run`` and ``apply`` (``get``, ``describe``, ``logs``, ``delete``, ``wait``
+and ``prune`` have their own modules).
 
 They run against this machine (``kubetrain.local``) unless ``--kubeconfig``/``--context`` is given or
 ``KUBETRAIN_BACKEND=k8s`` is set, in which case the cluster backend (``kubetrain.k8s``) serves them.
@@ -18,19 +19,10 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
-from kubetrain.cli._common import fail, files_option, load_all, print_findings, stdout
-from kubetrain.cli.follow import follow_remote as _follow_remote
-from kubetrain.cli.follow import run_local as _run_local
-from kubetrain.cli.output import age as _age
-from kubetrain.cli.output import dump_objects as _dump
-from kubetrain.cli.output import last_message as _message
-from kubetrain.cli.output import nodes as _nodes
+from kubetrain.cli._common import fail, files_option, load_all, print_findings
 from kubetrain.cli.output import print_applied
-from kubetrain.cli.output import print_details as _print_details
-from kubetrain.cli.output import table as _table
 
 if TYPE_CHECKING:
-    from kubetrain.api import TrainJob
     from kubetrain.api.loader import Manifest
 
 __all__ = ["print_applied", "register"]
@@ -97,6 +89,10 @@ def register(group: click.Group) -> None:
     @click.option(
         "--replace", is_flag=True, help="Replace a finished TrainJob of the same name (its state and logs are removed)."
     )
+    @click.option("--timeout", default=None,
+                  help="Stop waiting after this long (30s, 10m, 2h): exit 124 naming the state then.")
+    @click.option("--delete-on-timeout", is_flag=True,
+                  help="On a cluster, delete the TrainJob when --timeout passes (it keeps running otherwise).")
     def run(
         files: tuple[str, ...],
         kubeconfig: str | None,
@@ -106,14 +102,18 @@ def register(group: click.Group) -> None:
         detach: bool,
         nohup: bool,
         replace: bool,
+        timeout: str | None,
+        delete_on_timeout: bool,
     ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
-        Exit status: 0 when the TrainJob ends Complete; 1 when it ends Failed; 127 (126) when a command could
-        not be found (executed); 130 after Ctrl-C (128 + the signal number after SIGTERM/SIGHUP). Ctrl-C stops
-        the pods like the kubelet (SIGTERM, terminationGracePeriodSeconds, SIGKILL); a second Ctrl-C kills them
-        at once. Runtimes in the same files are applied first; the built-in runtimes (`kubetrain runtimes list`)
-        are always available.
+        Exit status: 0 when the TrainJob ends Complete; 1 when it ends Failed; 124 when --timeout passes first;
+        127 (126) when a command could not be found (executed); 130 after Ctrl-C (128 + the signal number after
+        SIGTERM/SIGHUP). On a cluster it waits for the JobSet and its pods and says why they wait; Ctrl-C
+        detaches and the TrainJob keeps running. Locally Ctrl-C stops the pods like the kubelet (SIGTERM,
+        terminationGracePeriodSeconds, SIGKILL; a second Ctrl-C kills them at once), and so does a timeout.
+        Runtimes in the same files are applied first; the built-in runtimes (`kubetrain runtimes list`) are
+        always available.
 
         \b
         Examples:
@@ -121,8 +121,16 @@ def register(group: click.Group) -> None:
           kubetrain run -f my-runtime.yaml -f my-trainjob.yaml
           kubetrain run -f trainjob.yaml --detach            # like apply, for one TrainJob
           kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
-          kubetrain run -f trainjob.yaml --context kind-kind # on a cluster
+          kubetrain run -f trainjob.yaml --context kind-kind --timeout 30m     # on a cluster
         """
+        from kubetrain.cli.follow import follow_remote, run_local
+
+        try:
+            from kubetrain.api.logtext import parse_duration
+
+            limit = parse_duration(timeout, "--timeout") if timeout else None
+        except KubetrainError as exc:
+            fail(str(exc))
         cluster = _is_cluster(kubeconfig, context)
         key = None
         holder = None
@@ -135,8 +143,8 @@ def register(group: click.Group) -> None:
             hit, key = _cached(files, namespace)
             if hit is not None:
                 workdir = str(Path(files[hit.file_index]).resolve().parent)
-                code = _run_local(
-                    hit.others, hit.trainjob, workdir, namespace, quiet,
+                code = run_local(
+                    hit.others, hit.trainjob, workdir, namespace, quiet, timeout=limit,
                     detach=detach, nohup=nohup, replace=replace, compiled=hit, holder=holder,
                 )
                 sys.exit(code)
@@ -157,11 +165,20 @@ def register(group: click.Group) -> None:
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             if detach:
                 return
-            sys.exit(_follow_remote(backend, tj.name, ns, quiet))
+            how = "".join(
+                f" {flag} {value}"
+                for flag, value in (("--kubeconfig", kubeconfig), ("--context", context), ("-n", ns))
+                if value and (flag != "-n" or value != "default")
+            )
+            sys.exit(
+                follow_remote(
+                    backend, tj.name, ns, quiet, timeout=limit, delete_on_timeout=delete_on_timeout, how=how
+                )
+            )
         sys.exit(
-            _run_local(
-                others, tj.to_wire(), workdir, ns, quiet, detach=detach, nohup=nohup, replace=replace,
-                cache_key=key, file_index=_file_of(files, workdir), holder=holder,
+            run_local(
+                others, tj.to_wire(), workdir, ns, quiet, timeout=limit, detach=detach, nohup=nohup,
+                replace=replace, cache_key=key, file_index=_file_of(files, workdir), holder=holder,
             )
         )
 
@@ -202,177 +219,3 @@ def register(group: click.Group) -> None:
                 print_applied(done)
 
         _run_errors(go)
-
-    @group.command("get")
-    @click.argument("kind", type=click.Choice(["trainjobs", "trainjob", "tj", "runtimes", "runtime"]))
-    @click.argument("name", required=False)
-    @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
-    @click.option("-o", "--output", type=click.Choice(["table", "wide", "yaml", "json"]), default="table")
-    @_with_backend_options
-    def get(
-        kind: str,
-        name: str | None,
-        all_namespaces: bool,
-        output: str,
-        kubeconfig: str | None,
-        context: str | None,
-        namespace: str,
-    ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE NODES AGE) or runtimes, like kubectl get.
-
-        \b
-        Examples:
-          kubetrain get trainjobs
-          kubetrain get trainjobs -A -o wide
-          kubetrain get trainjob my-job -o yaml
-          kubetrain get runtimes
-        """
-        backend = _backend(kubeconfig, context)
-        ns = None if all_namespaces else namespace
-        if kind.startswith("runtime"):
-            rts = backend.list_runtimes(ns)
-            if name:
-                rts = [r for r in rts if r.name == name]
-            if output in ("yaml", "json"):
-                _dump([r.to_wire() for r in rts], output)
-                return
-            t = _table(["KIND", "NAME", "FRAMEWORK", "NODES"])
-            for r in rts:
-                ml = r.spec.ml_policy
-                t.add_row(
-                    r.kind,
-                    r.name,
-                    ",".join(ml.frameworks()) if ml else "-",
-                    str(ml.num_nodes or 1) if ml else "-",
-                )
-            stdout.print(t)
-            return
-        try:
-            jobs = [backend.get_trainjob(name, namespace)] if name else backend.list_trainjobs(ns)
-        except KubetrainError as exc:
-            fail(str(exc))
-        if output in ("yaml", "json"):
-            _dump([j.to_wire() for j in jobs], output)
-            return
-        if not jobs:
-            click.echo(
-                f"No TrainJobs found in {'any namespace' if ns is None else f'namespace {ns}'}.", err=True
-            )
-            return
-        cols = (["NAMESPACE"] if ns is None else []) + ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
-        if output == "wide":
-            cols += ["JOBS", "MESSAGE"]
-        t = _table(cols)
-        for j in jobs:
-            row = ([j.namespace] if ns is None else []) + [
-                j.name,
-                j.spec.runtime_ref.name,
-                _state(j),
-                _nodes(j),
-                _age(j.metadata.creation_timestamp),
-            ]
-            if output == "wide":
-                js = (j.status.jobs_status if j.status else None) or []
-                row += [
-                    ", ".join(f"{s.name}(active={s.active},ok={s.succeeded},failed={s.failed})" for s in js),
-                    _message(j),
-                ]
-            t.add_row(*row)
-        stdout.print(t)
-
-    @group.command("describe")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
-    @click.argument("name")
-    @_with_backend_options
-    def describe(kind: str, name: str, kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        """Spec summary, steps (pods) with states and restarts, conditions and events of a TrainJob.
-
-        \b
-        Examples:
-          kubetrain describe trainjob my-job
-          kubetrain describe tj my-job -n team-a
-        """
-        backend = _backend(kubeconfig, context)
-        try:
-            d = backend.describe_trainjob(name, namespace)
-        except KubetrainError as exc:
-            fail(str(exc))
-        _print_details(d)
-
-    @group.command("logs")
-    @click.argument("name")
-    @click.option(
-        "--step",
-        default=None,
-        help="One step: a pod (node-0-1), a job (node-0) or a replicated job (dataset-initializer).",
-    )
-    @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the TrainJob finishes.")
-    @_with_backend_options
-    def logs(
-        name: str, step: str | None, follow: bool, kubeconfig: str | None, context: str | None, namespace: str
-    ) -> None:
-        """Print the logs of a TrainJob's steps, each line prefixed [step/rank] when several are shown.
-
-        \b
-        Examples:
-          kubetrain logs my-job
-          kubetrain logs my-job --step node-0 -f
-          kubetrain logs my-job --step dataset-initializer
-        """
-        backend = _backend(kubeconfig, context)
-        try:
-            for line in backend.logs(name, namespace, step=step, follow=follow):
-                click.echo(line)
-            if follow:
-                tj = backend.get_trainjob(name, namespace)
-                if tj.state == "Failed":
-                    click.echo(f"trainjob {name}: Failed: {_message(tj)}", err=True)
-        except KubetrainError as exc:
-            fail(str(exc))
-
-    @group.command("delete")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
-    @click.argument("names", nargs=-1, required=True)
-    @click.option("--keep-logs", is_flag=True, help="Locally: keep the TrainJob's logs on disk (the path is printed).")
-    @_with_backend_options
-    def delete(
-        kind: str,
-        names: tuple[str, ...],
-        keep_logs: bool,
-        kubeconfig: str | None,
-        context: str | None,
-        namespace: str,
-    ) -> None:
-        """Delete TrainJobs: stop every process (SIGTERM, the pods' grace period, SIGKILL) and remove their state
-        and, locally, their logs (unless --keep-logs). Local volumes (PVCs) stay on disk.
-
-        \b
-        Examples:
-          kubetrain delete trainjob my-job
-          kubetrain delete tj job-a job-b -n team-a
-          kubetrain delete trainjob my-job --keep-logs
-        """
-        backend = _backend(kubeconfig, context)
-        for name in names:
-            kept = ""
-            try:
-                if _is_cluster(kubeconfig, context):
-                    backend.delete_trainjob(name, namespace)
-                else:
-                    from kubetrain.local.backend import LocalBackend
-
-                    assert isinstance(backend, LocalBackend)
-                    logs_dir = backend.logs_dir(name, namespace) if keep_logs else None
-                    backend.delete_trainjob(name, namespace, keep_logs=keep_logs)
-                    kept = f" (logs kept in {logs_dir})" if logs_dir else ""
-            except KubetrainError as exc:
-                fail(str(exc))
-            click.echo(f'trainjob.trainer.kubeflow.org "{name}" deleted{kept}')
-
-
-def _state(j: TrainJob) -> str:
-    """The STATE column; a queued TrainJob also says what it waits for."""
-    queued = j.condition("Queued")
-    if j.state == "Queued" and queued is not None and queued.reason:
-        return f"Queued ({queued.reason})"
-    return j.state or "Running"

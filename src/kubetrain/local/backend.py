@@ -8,6 +8,7 @@ the modules they import.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -19,8 +20,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
+from kubetrain.api.logtext import lines_of, step_prefix
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.views import LogItem, LogOptions, StateView, WatchItem
 from kubetrain.local import namespaces, paths, pods, reaper, status
-from kubetrain.local.logs import LogTailer, step_prefix
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
 
 if TYPE_CHECKING:
@@ -31,11 +36,10 @@ if TYPE_CHECKING:
 # The models, the compiler and the built-in runtimes are imported where needed: the supervisor, `get` and a
 # `run` answered from the compile cache do without them (see kubetrain.local.compile_cache).
 
+__all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
+
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
-
-__all__ = ["LocalBackend", "LogTailer", "NotFoundError", "step_prefix"]
-
 
 class NotFoundError(KubetrainError):
     pass
@@ -282,17 +286,19 @@ class LocalBackend:
             pass  # housekeeping never fails a submit
 
     # Reading.
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
         from kubetrain.api import TrainJob
 
+        sel = parse_selector(selector) if selector else None
         rows = reaper.check_all(self.store, self.store.list_trainjobs(namespace))
-        return [TrainJob.model_validate(r.trainjob) for r in rows]
+        jobs = [TrainJob.model_validate(r.trainjob) for r in rows]
+        return [j for j in jobs if sel is None or sel.matches(j.metadata.labels)]
 
     def _row(self, name: str, namespace: str) -> TrainJobRow:
         row = self.store.get_trainjob(namespace, name)
         if row is None:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
-            hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
+            hint = not_found_hint(name, known, f"`kubetrain get trainjobs -n {namespace}` lists them")
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
         return reaper.check(self.store, row)
 
@@ -336,36 +342,75 @@ class LocalBackend:
             "Replicated jobs": [rj["name"] for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []],
             "Objects": [f"{o['kind']}/{o['metadata']['name']}" for o in row.objects],
         }
-        return TrainJobDetails(TrainJob.model_validate(row.trainjob), steps, events, extra)
-
-    def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
-        self._row(name, namespace)
         pod_rows = self.store.list_pods(namespace, name)
-        chosen = [p for p in pod_rows if step is None or p.name == step or p.name.startswith(step + "-")]
-        if step is not None and not chosen:
-            names = ", ".join(p.name for p in pod_rows) or "none started yet"
-            raise NotFoundError(f"no step {step!r} in TrainJob {name} (steps: {names})")
-        return [(step_prefix(p.name), Path(p.log)) for p in chosen]
+        return TrainJobDetails(
+            TrainJob.model_validate(row.trainjob),
+            steps,
+            events,
+            extra,
+            state=state_of(row, pod_rows),
+            failure_logs=failure_logs(pod_rows),
+        )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
+        yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
+
+    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
+        """Each step's log in chunks as written (see ``kubetrain.local.logstream``)."""
+        self._row(name, namespace)
+        stream = LocalLogStream(self.store, name, namespace, options, row=lambda: self._row(name, namespace))
+        yield from stream.items()
+
+    def state(self, name: str, namespace: str) -> StateView:
+        """The TrainJob's state with its reason, without building its model (``run``'s last line)."""
         row = self._row(name, namespace)
-        tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
+        return state_of(row, self.store.list_pods(namespace, name))
+
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        out = []
+        for j in jobs:
+            row = self.store.get_trainjob(j.namespace, j.name)
+            if row is not None:
+                row = reaper.check(self.store, row)
+            if row is None:
+                out.append(StateView("Deleted"))
+                continue
+            out.append(state_of(row, self.store.list_pods(j.namespace, j.name)))
+        return out
+
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
+        from kubetrain.api import TrainJob
+
+        sel = parse_selector(selector) if selector else None
+        seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+        first = True
         while True:
-            lines = tailer.poll()
-            yield from lines
-            if not follow:
-                break
-            if not lines:
-                # Ends when the TrainJob has finished and its supervisor is gone, or at once when the supervisor
-                # died (it is then recorded as lost; the caller shows the reason).
-                current = self.store.get_trainjob(namespace, name)
-                if current is None or current.uid != row.uid:
-                    break
-                if not reaper.supervisor_alive(current):
-                    reaper.check(self.store, current)
-                    break
-                time.sleep(0.2)
-        yield from tailer.flush()
+            now: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+            for row in reaper.check_all(self.store, self.store.list_trainjobs(namespace)):
+                if names and row.name not in names:
+                    continue
+                tj = TrainJob.model_validate(row.trainjob)
+                if sel is not None and not sel.matches(tj.metadata.labels):
+                    continue
+                st = state_of(row, self.store.list_pods(row.namespace, row.name))
+                now[(row.namespace, row.name)] = (json.dumps(row.trainjob, sort_keys=True), st, tj)
+            changed = False
+            for key in sorted(now):
+                text, st, tj = now[key]
+                old = seen.get(key)
+                if old is None or old[:2] != (text, st):
+                    changed = True
+                    yield WatchItem("ADDED" if old is None or first else "MODIFIED", tj, st)
+            for key in sorted(set(seen) - set(now)):
+                changed = True
+                yield WatchItem("DELETED", seen[key][2], seen[key][1])
+            seen, first = now, False
+            if not changed:
+                yield None
+            time.sleep(0.25)
 
     # Deleting.
     def delete_trainjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:
@@ -403,6 +448,23 @@ class LocalBackend:
                 if not reaper.supervisor_alive(row):
                     return
                 time.sleep(0.05)
+
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
+        if kind not in RUNTIME_KINDS:
+            raise KubetrainError(f"cannot delete kind {kind!r} locally (expected TrainJob or a runtime kind)")
+        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace or "default"
+        if not self.store.delete_object(kind, ns, name):
+            from kubetrain.runtimes import builtin_yaml
+
+            if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
+                raise KubetrainError(
+                    f'clustertrainingruntime "{name}" is built into kubetrain and cannot be deleted '
+                    "(an applied runtime of the same name takes its place)"
+                )
+            where = f" in namespace {ns}" if ns else ""
+            known = [r.name for r in self.store_runtimes(None) if r.kind == kind]
+            hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
+            raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)

@@ -13,7 +13,7 @@ from kubetrain.local.store import StoreError
 from kubetrain.local.volumes import claim_template_names, pod_volumes
 
 ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
-COND_QUEUED = "Queued"
+COND_QUEUED = status.COND_QUEUED
 
 
 class PodLauncher(JobState):

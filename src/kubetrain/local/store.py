@@ -444,6 +444,14 @@ class Store:
         rows = self._read("SELECT manifest FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, ns, name))
         return str(rows[0][0]) if rows else None
 
+    def delete_object(self, kind: str, namespace: str, name: str) -> bool:
+        """Remove an applied runtime (or ConfigMap/Secret); ``False`` when there was none."""
+        with self.transaction() as c:
+            cur = c.execute(
+                "DELETE FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, namespace, name)
+            )
+            return bool(cur.rowcount)
+
     def list_objects(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         """Applied objects (runtimes, and the ConfigMaps/Secrets pods may reference) of the given kinds."""
         marks = ",".join("?" * len(kinds))

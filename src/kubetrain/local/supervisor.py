@@ -22,6 +22,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local import namespaces, paths, pods, status
 from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
+from kubetrain.local.logindex import LogClock
 from kubetrain.local.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
 from kubetrain.local.store import Store, StoreError
@@ -83,13 +84,18 @@ class Supervisor(ReadinessGate, FailurePolicy):
                     f"(map images to environments in {paths.home() / 'images.yaml'})"
                 ),
             )
-            while True:
-                self._tick()
-                self._persist_pods()
-                self._persist_status()
-                if status.finished(self.status):
-                    break
-                self._wait()
+            clock = LogClock(self.dir / "logs")  # when log lines were written: --timestamps, --since
+            try:
+                while True:
+                    self._tick()
+                    self._persist_pods()
+                    self._persist_status()
+                    self._sample(clock)
+                    if status.finished(self.status):
+                        break
+                    self._wait()
+            finally:
+                self._sample(clock, close=True)
         except KubetrainError as exc:
             error = str(exc)
             status.fail(self.status, status.REASON_START_FAILED, error)
@@ -143,6 +149,14 @@ class Supervisor(ReadinessGate, FailurePolicy):
             select.select(fds, [], [], TICK)
         else:
             time.sleep(TICK)
+
+    @staticmethod
+    def _sample(clock: LogClock, *, close: bool = False) -> None:
+        # Log timestamps are a convenience: a full disk costs them, never the job.
+        try:
+            clock.close() if close else clock.sample()
+        except OSError:
+            pass
 
     def _close_pidfds(self) -> None:
         for j in self.jobs:
