@@ -364,7 +364,7 @@ def run_local(
     )
     view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
-    items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True))
+    items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True), ended=lambda: not worker.is_alive())
     timed_out = False
     try:
         stream(display, _with_signal_notices(items, signals), time.monotonic() + timeout if timeout else None)

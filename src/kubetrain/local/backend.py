@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -355,10 +355,15 @@ class LocalBackend:
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
         yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
 
-    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
-        """Each step's log in chunks as written (see ``kubetrain.local.logstream``)."""
+    def log_stream(
+        self, name: str, namespace: str, options: LogOptions, *, ended: Callable[[], bool] | None = None
+    ) -> Iterator[LogItem]:
+        """Each step's log in chunks as written (see ``kubetrain.local.logstream``); ``ended`` tells a follow that
+        the supervisor (of this process) has ended, so it finishes without waiting for its next look."""
         self._row(name, namespace)
-        stream = LocalLogStream(self.store, name, namespace, options, row=lambda: self._row(name, namespace))
+        stream = LocalLogStream(
+            self.store, name, namespace, options, row=lambda: self._row(name, namespace), ended=ended
+        )
         yield from stream.items()
 
     def state(self, name: str, namespace: str) -> StateView:
