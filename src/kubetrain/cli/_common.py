@@ -9,9 +9,10 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.loader import Loaded, Manifest, load_file
+from kubetrain.api.loader import LineMap, Loaded, Manifest, load_file, locate
 from kubetrain.api.yamlio import dump_all
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -24,28 +25,32 @@ files_option = click.option(
 
 
 class Source:
-    """Where an object came from; ``locate(path)`` finds the line of one of its fields."""
+    """Where an object came from (``file:line``); ``locate(path)`` finds the line of one of its fields."""
 
-    def __init__(self, loaded: Loaded, index: int):
-        self.loaded, self.index = loaded, index
+    def __init__(self, text: str, lines: LineMap | None = None, file: str | None = None):
+        self.text, self.lines, self.file = text, lines, file
 
     def __str__(self) -> str:
-        return self.loaded.sources[self.index]
+        return self.text
 
     def locate(self, path: str) -> str:
-        return self.loaded.locate(self.index, path) or str(self)
+        if self.lines is None or self.file is None:
+            return self.text
+        return locate(self.lines, self.file, path) or self.text
 
 
 def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
-    objects: list[Manifest] = []
-    sources: list[Source] = []
-    result = Result()
+    """The objects that loaded, where each came from, and the loader's findings (see also ``checking``)."""
+    loaded = load_files(files)
+    sources = [Source(loaded.sources[i], loaded.lines[i], loaded.files[i]) for i in range(len(loaded.objects))]
+    return loaded.objects, sources, loaded.result
+
+
+def load_files(files: Iterable[str]) -> Loaded:
+    loaded = Loaded()
     for f in files:
-        loaded: Loaded = load_file(f)
-        objects += loaded.objects
-        sources += [Source(loaded, i) for i in range(len(loaded.objects))]
-        result.extend(loaded.result)
-    return objects, sources, result
+        loaded.extend(load_file(f))
+    return loaded
 
 
 def print_findings(result: Result) -> None:
@@ -56,18 +61,19 @@ def print_findings(result: Result) -> None:
 
 
 def _print(f: Finding, label: str, color: str) -> None:
+    # Text pieces, never markup: messages quote user input ("[auto cpu gpu]", "labels[x/y]") verbatim.
     where = f"{f.source}: " if f.source else ""
     who = f"{f.obj}: " if f.obj else ""
     path = f"{f.path}: " if f.path else ""
-    stderr.print(f"[bold {color}]{label}[/]: {where}{who}[bold]{path}[/]{f.message}", markup=True)
+    stderr.print(Text.assemble((label, f"bold {color}"), ": ", where, who, (path, "bold"), f.message))
     if f.fix:
-        stderr.print(f"  [dim]fix:[/] {f.fix}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", f.fix))
 
 
 def fail(message: str, fix: str | None = None, code: int = 1) -> NoReturn:
-    stderr.print(f"[bold red]error[/]: {message}", markup=True)
+    stderr.print(Text.assemble(("error", "bold red"), ": ", message))
     if fix:
-        stderr.print(f"  [dim]fix:[/] {fix}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", fix))
     sys.exit(code)
 
 

@@ -18,7 +18,9 @@ from kubetrain.api.loader import Manifest
 from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
-from kubetrain.cli._common import fail, files_option, load_all, print_findings, stdout
+from kubetrain.cli._common import fail, files_option, print_findings, stdout
+from kubetrain.cli.backend import Backend
+from kubetrain.cli.checking import check_files
 from kubetrain.cli.follow import follow_remote as _follow_remote
 from kubetrain.cli.follow import run_local as _run_local
 from kubetrain.cli.output import age as _age
@@ -32,18 +34,20 @@ from kubetrain.cli.output import table as _table
 __all__ = ["print_applied", "register"]
 
 
-def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
-    objects, sources, result = load_all(files)
-    print_findings(result)
-    if not result.ok:
+def _load(files: tuple[str, ...], backend: Backend, namespace: str, cluster: bool) -> tuple[list[Manifest], list[str]]:
+    """Load and check the files with the same rules as `validate` (against the backend's installed runtimes);
+    print every finding, deprecation warnings included, and stop on errors before anything is applied."""
+    checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "run")
+    print_findings(checked.result)
+    if not checked.result.ok:
         sys.exit(1)
     # Locally a pod without workingDir starts where its manifest lives, so `command: [torchrun, train.py]`
     # finds a script next to the YAML.
     dirs = []
-    for s in sources:
-        f = s.loaded.files[s.index] if s.loaded.files else "-"
+    for s in checked.sources:
+        f = s.file or "-"
         dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
-    return objects, dirs
+    return checked.objects, dirs
 
 
 def _run_errors(fn: Callable[[], None]) -> None:
@@ -72,7 +76,8 @@ def register(group: click.Group) -> None:
           kubetrain run -f my-runtime.yaml -f my-trainjob.yaml
           kubetrain run -f trainjob.yaml --context kind-kind     # on a cluster
         """
-        objects, dirs = _load(files)
+        cluster = _is_cluster(kubeconfig, context)
+        objects, dirs = _load(files, _backend(kubeconfig, context), namespace, cluster)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
             fail(
@@ -82,7 +87,7 @@ def register(group: click.Group) -> None:
         others = [o.to_wire() for o in objects if not isinstance(o, TrainJob)]
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
-        if _is_cluster(kubeconfig, context):
+        if cluster:
             backend = _backend(kubeconfig, context)
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             sys.exit(_follow_remote(backend, tj.name, ns, quiet))
@@ -100,10 +105,11 @@ def register(group: click.Group) -> None:
           kubetrain apply -f runtimes/ -f trainjob.yaml
           kubetrain get trainjobs && kubetrain logs my-job -f
         """
-        objects, dirs = _load(files)
         backend = _backend(kubeconfig, context)
+        cluster = _is_cluster(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         wires = [o.to_wire() for o in objects]
-        if _is_cluster(kubeconfig, context):
+        if cluster:
             _run_errors(lambda: print_applied(backend.apply(wires, namespace=namespace)))
             return
         from kubetrain.local.backend import LocalBackend

@@ -6,31 +6,37 @@ import json
 import sys
 
 import click
+from rich.text import Text
 
 from kubetrain.api.errors import Result
-from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
-from kubetrain.api.trainjob import TrainJob
-from kubetrain.api.validation import validate_runtime_object
-from kubetrain.cli._common import describe, files_option, load_all, print_findings, stderr, tag
-from kubetrain.compiler import resolve_runtime, validate_trainjob
-from kubetrain.runtimes import builtin_runtimes
+from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime
+from kubetrain.cli._backend import is_cluster, select_backend
+from kubetrain.cli._common import files_option, print_findings, stderr
+from kubetrain.cli.backend import Backend
+from kubetrain.cli.checking import check_files
 
 
-def validate_files(files: tuple[str, ...], namespace: str | None) -> tuple[Result, int]:
-    objects, sources, result = load_all(files)
-    given = [o for o in objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
-    given_names = {(r.kind, r.name) for r in given}
-    catalog = given + [r for r in builtin_runtimes() if (r.kind, r.name) not in given_names]
-    for obj, source in zip(objects, sources, strict=True):
-        if namespace and obj.kind != "ClusterTrainingRuntime" and not obj.metadata.namespace:
-            obj.metadata.namespace = namespace
-        if isinstance(obj, TrainJob):
-            runtime, found = resolve_runtime(obj, catalog)
-            checked = found.extend(validate_trainjob(obj, runtime))
-        else:
-            checked = validate_runtime_object(obj)
-        result.extend(tag(checked, obj, source))
-    return result, len(objects)
+def validate_files(
+    files: tuple[str, ...], namespace: str | None, backend: Backend | None = None, *, cluster: bool = False
+) -> tuple[Result, int]:
+    """Findings for the files and how many objects they hold. ``backend``: also resolve TrainJobs against the
+    runtimes it has installed (None: the files' runtimes and the built-in ones)."""
+    if backend is None and not cluster:
+        from kubetrain.runtimes import builtin_runtimes
+
+        backend = _Builtins(builtin_runtimes())  # type: ignore[assignment]
+    checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "check")
+    return checked.result, checked.documents
+
+
+class _Builtins:
+    """The smallest stand-in for a backend: only the built-in runtimes are installed."""
+
+    def __init__(self, runtimes: list[ClusterTrainingRuntime]) -> None:
+        self.runtimes = runtimes
+
+    def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
+        return list(self.runtimes)
 
 
 def register(group: click.Group) -> None:
@@ -38,18 +44,25 @@ def register(group: click.Group) -> None:
     @files_option
     @click.option("-n", "--namespace", default=None, help="Namespace for objects that name none (default: default).")
     @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Report format.")
-    def validate(files: tuple[str, ...], namespace: str | None, output: str) -> None:
+    @click.option("--kubeconfig", default=None, help="Resolve runtimes on the cluster of this kubeconfig.")
+    @click.option("--context", default=None, help="kubeconfig context (implies the cluster).")
+    def validate(
+        files: tuple[str, ...], namespace: str | None, output: str, kubeconfig: str | None, context: str | None
+    ) -> None:
         """Check runtimes and TrainJobs: field paths, what was expected and how to fix it.
 
-        TrainJobs are checked against the runtimes given with -f and the built-in ones.
-        Exits 1 when any error is found; warnings alone exit 0.
+        TrainJobs are checked against the runtimes given with -f, then the ones installed on the backend: those
+        applied on this machine and the built-in ones, or a cluster's with --context/--kubeconfig. Every error
+        of every file is reported at once. Exits 1 when any error is found; warnings alone exit 0.
 
         \b
         Examples:
           kubetrain validate -f runtime.yaml -f trainjob.yaml
           kubetrain validate -f manifests/ -o json
+          kubetrain validate -f trainjob.yaml --context prod     # against the cluster's runtimes
         """
-        result, count = validate_files(files, namespace)
+        cluster = is_cluster(kubeconfig, context)
+        result, count = validate_files(files, namespace, select_backend(kubeconfig, context), cluster=cluster)
         if output == "json":
             report = {
                 "valid": result.ok,
@@ -60,11 +73,8 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps(report, indent=2))
         else:
             print_findings(result)
-            status = "[green]valid[/]" if result.ok else "[red]invalid[/]"
-            stderr.print(
-                f"{count} object(s) {status}: {len(result.errors)} error(s), {len(result.warnings)} warning(s)",
-                markup=True,
-            )
+            status = ("valid", "green") if result.ok else ("invalid", "red")
+            stderr.print(Text.assemble(
+                f"{count} object(s) ", status, f": {len(result.errors)} error(s), {len(result.warnings)} warning(s)"
+            ))
         sys.exit(0 if result.ok else 1)
-
-    _ = describe
