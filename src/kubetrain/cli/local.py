@@ -57,6 +57,25 @@ def _run_errors(fn: Callable[[], None]) -> None:
         fail(str(exc))
 
 
+_RUNTIME_KINDS = {
+    "trainingruntime": "TrainingRuntime", "trainingruntimes": "TrainingRuntime",
+    "clustertrainingruntime": "ClusterTrainingRuntime", "clustertrainingruntimes": "ClusterTrainingRuntime",
+}
+
+
+def _delete_runtimes(backend: Backend, kind: str, names: tuple[str, ...], namespace: str) -> None:
+    delete_runtime = getattr(backend, "delete_runtime", None)
+    if delete_runtime is None:
+        fail(f"deleting a {kind} is not supported on this backend",
+             f"use kubectl delete {kind.lower()} NAME on a cluster")
+    for name in names:
+        try:
+            delete_runtime(kind, name, namespace)
+        except KubetrainError as exc:
+            fail(str(exc))
+        click.echo(f'{kind.lower()}.trainer.kubeflow.org "{name}" deleted')
+
+
 def register(group: click.Group) -> None:
     @group.command("run")
     @files_option
@@ -250,20 +269,26 @@ def register(group: click.Group) -> None:
             fail(str(exc))
 
     @group.command("delete")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
+    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj", *_RUNTIME_KINDS]))
     @click.argument("names", nargs=-1, required=True)
     @_with_backend_options
     def delete(
         kind: str, names: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str
     ) -> None:
-        """Delete TrainJobs and stop every process of them. Locally, logs and volumes stay on disk.
+        """Delete TrainJobs (stopping every process of them) or applied runtimes. Locally, logs and volumes stay
+        on disk; TrainJobs keep the runtime they were created with.
 
         \b
         Examples:
           kubetrain delete trainjob my-job
           kubetrain delete tj job-a job-b -n team-a
+          kubetrain delete clustertrainingruntime my-runtime
+          kubetrain delete trainingruntime team-runtime -n team-a
         """
         backend = _backend(kubeconfig, context)
+        if kind in _RUNTIME_KINDS:
+            _delete_runtimes(backend, _RUNTIME_KINDS[kind], names, namespace)
+            return
         for name in names:
             logs_dir = None
             try:

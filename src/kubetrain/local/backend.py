@@ -24,9 +24,9 @@ from kubetrain.api import (
     TrainJob,
 )
 from kubetrain.api import constants as C
-from kubetrain.api.loader import load_text
+from kubetrain.api.loader import load_text, parse_manifest
 from kubetrain.api.views import Event, StepView, TrainJobDetails
-from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+from kubetrain.compiler import Subject, compile_trainjob, ecdsa_keygen, resolve_runtime, validate_objects
 from kubetrain.local import namespaces, paths, pods, reaper, status
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
@@ -107,6 +107,9 @@ class LocalBackend:
     ) -> list[str]:
         """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them."""
         applied: list[str] = []
+        runtimes = [m for m in manifests if m.get("kind") in RUNTIME_KINDS]
+        if runtimes:  # all or nothing: an invalid runtime must not be stored next to the valid ones
+            self._check_runtimes(runtimes, namespace)
         for m in manifests:
             if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
                 m = copy.deepcopy(m)
@@ -124,6 +127,20 @@ class LocalBackend:
                     "ClusterTrainingRuntime, ConfigMap or Secret)"
                 )
         return applied
+
+    @staticmethod
+    def _check_runtimes(manifests: list[dict[str, Any]], namespace: str) -> None:
+        subjects, findings = [], []
+        for m in manifests:
+            obj, parsed = parse_manifest(m)
+            findings += parsed.errors
+            if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
+                if obj.kind == C.KIND_TRAINING_RUNTIME:
+                    obj.metadata.namespace = obj.metadata.namespace or namespace
+                subjects.append(Subject(obj))
+        findings += [f for r in validate_objects(subjects) for f in r.errors]
+        if findings:
+            raise InvalidObjectError(findings)
 
     def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
@@ -171,10 +188,11 @@ class LocalBackend:
                     f"`kubetrain delete trainjob {tj.name}` first"
                 )
             return self._update_running(existing, tj)
-        runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
-        result.extend(validate_trainjob(tj, runtime))
+        candidates = self.runtimes(only=tj.spec.runtime_ref.name)
+        result = validate_objects([Subject(tj)], installed=candidates, local="run")[0]
         if not result.ok:
             raise InvalidObjectError(result.errors)
+        runtime, _ = resolve_runtime(tj, candidates)
         assert runtime is not None
         tj.metadata.uid = str(uuid.uuid4())
         tj.metadata.creation_timestamp = now_rfc3339()
@@ -296,6 +314,22 @@ class LocalBackend:
                 time.sleep(0.05)
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
         self.store.delete_trainjob(namespace, name)
+
+    def delete_runtime(self, kind: str, name: str, namespace: str) -> None:
+        """Delete an applied runtime; TrainJobs already created keep the runtime they were compiled with."""
+        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace
+        if self.store.delete_runtime(kind, ns, name):
+            return
+        if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
+            raise KubetrainError(
+                f'ClusterTrainingRuntime "{name}" is built in and cannot be deleted (fix: nothing to do; a runtime '
+                "you apply under the same name takes its place)"
+            )
+        known = [r.name for r in self.store_runtimes(None if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace)
+                 if r.kind == kind]
+        where = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else f' in namespace "{namespace}"'
+        hint = f" (applied: {', '.join(sorted(known))})" if known else ""
+        raise NotFoundError(f'{kind.lower()}s.{C.GROUP} "{name}" not found{where}{hint}')
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)

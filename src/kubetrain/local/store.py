@@ -239,6 +239,12 @@ class Store:
                 (manifest["kind"], ns, meta.get("name", ""), json.dumps(manifest)),
             )
 
+    def delete_runtime(self, kind: str, namespace: str, name: str) -> bool:
+        """True when an object was deleted (``namespace`` is ``""`` for cluster-scoped kinds)."""
+        with self._tx() as c:
+            cur = c.execute("DELETE FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, namespace, name))
+            return cur.rowcount > 0
+
     def list_objects(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         """Applied objects (runtimes, and the ConfigMaps/Secrets pods may reference) of the given kinds."""
         marks = ",".join("?" * len(kinds))

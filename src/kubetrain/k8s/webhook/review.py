@@ -1,7 +1,7 @@
 """What each webhook decides, as async functions of an admission ``Request``.
 
-The checks themselves are the ones ``kubetrain validate`` runs (``kubetrain.api.loader.parse_manifest``,
-``kubetrain.api.validation``, ``kubetrain.compiler``); this module only adds what needs the cluster: the live
+The checks themselves are the ones ``kubetrain validate`` runs (``kubetrain.api.loader.parse_manifest`` and the
+one entry point ``kubetrain.compiler.validate_objects``); this module only adds what needs the cluster: the live
 runtime a TrainJob references and, for runtime-patch changes, the live JobSet.
 """
 
@@ -16,8 +16,7 @@ from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import parse_manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.api.validation import deprecation_warning, validate_runtime_object
-from kubetrain.compiler import resolve_runtime, validate_trainjob
+from kubetrain.compiler import Subject, validate_objects
 from kubetrain.k8s.webhook.admission import Request, Response, error_text
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
 
@@ -94,28 +93,33 @@ async def review_trainjob(
         except Exception as exc:
             raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
         if found is not None:
-            runtime = _as_runtime(found, ref.effective_kind, namespace)
+            runtime, unreadable = _as_runtime(found, ref.effective_kind, namespace)
             if runtime is not None:
                 candidates.append(runtime)
-    runtime, resolved = resolve_runtime(trainjob, candidates)
-    result.extend(resolved)
-    result.extend(validate_trainjob(trainjob, runtime, old=old))
+            else:  # not "not found": it exists, and saying so points at the real problem
+                result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
+                             f"{unreadable}", "fix the runtime object")
+                return _response(req, result)
+    result.extend(validate_objects([Subject(trainjob, old=old)], installed=candidates)[0])
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
     return _response(req, result)
 
 
-def _as_runtime(found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None) -> AnyRuntime | None:
+def _as_runtime(
+    found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None
+) -> tuple[AnyRuntime | None, str]:
+    """The runtime, or None and why it cannot be read."""
     if isinstance(found, TrainingRuntime | ClusterTrainingRuntime):
         runtime = found
     else:
-        obj, _ = parse_manifest(found)
+        obj, parsed = parse_manifest(found)
         if not isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
-            return None  # a stored runtime we cannot read: reported as "not found" by resolve_runtime
+            return None, "; ".join(error_text(f) for f in parsed.errors) or "not a runtime"
         runtime = obj
     if runtime.kind == c.KIND_TRAINING_RUNTIME and not runtime.metadata.namespace:
         runtime.metadata.namespace = namespace
-    return runtime
+    return runtime, ""
 
 
 async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup: JobSetLookup) -> Result:
@@ -153,11 +157,8 @@ async def review_runtime(req: Request) -> Response:
     if req.operation == "UPDATE" and req.old is not None:
         parsed_old, _ = parse_manifest(req.old)
         old = parsed_old if isinstance(parsed_old, TrainingRuntime | ClusterTrainingRuntime) else None
-    result.extend(validate_runtime_object(runtime, old=old))
-    if req.operation == "UPDATE":
-        # Upstream warns about a deprecated runtime when it is created, not on every later update.
-        stale = deprecation_warning(runtime, referenced=False)
-        result.warnings = [w for w in result.warnings if w.message != stale]
+    # On UPDATE the deprecation warning is left out, as upstream does (it warns when the runtime is created).
+    result.extend(validate_objects([Subject(runtime, old=old)])[0])
     return _response(req, result)
 
 
