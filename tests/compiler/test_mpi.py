@@ -73,7 +73,7 @@ def test_launcher_as_node_counts_and_hostfile_order() -> None:
 @pytest.mark.parametrize(
     ("impl", "line", "expected_env"),
     [
-        ("Intel", "alpha-node-0-0.alpha:2", {"I_MPI_HYDRA_HOSTFILE": "/etc/mpi/hostfile", "I_MPI_PERHOST": "2"}),
+        ("Intel", "alpha-node-0-0.alpha:2", {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile", "I_MPI_PERHOST": "2"}),
         ("MPICH", "alpha-node-0-0.alpha:2", {"HYDRA_HOST_FILE": "/etc/mpi/hostfile"}),
     ],
 )

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.cli._common import fail
@@ -75,8 +76,8 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
     tailer = LogTailer(lambda: backend.log_files(name, ns, None), prefix=True)
     console = Console(stderr=True, highlight=False)
     console.print(
-        f"[dim]trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
-        f"environment {sys.prefix} (see docs/local.md to map images)[/]"
+        f"trainjob {ns}/{name}: running locally; images are not pulled, pods use the Python "
+        f"environment {sys.prefix} (see docs/local.md to map images)", style="dim", markup=False
     )
     out_console = Console(highlight=False)
     # The live step table and the log lines share the terminal only when both go to it; otherwise (logs piped)
@@ -102,7 +103,7 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
         for p in backend.store.list_pods(ns, name):
             if seen.get(p.name) != p.state:
                 seen[p.name] = p.state
-                console.print(f"[dim]step {p.name}: {p.state}[/]")
+                console.print(f"step {p.name}: {p.state}", style="dim", markup=False)
 
     def emit(lines: list[str], live: Live | None = None) -> None:
         if quiet:
@@ -135,7 +136,8 @@ def run_local(others: list[dict[str, Any]], tj: TrainJob, workdir: str, namespac
         console.print(progress())
     state = final.state
     color = "green" if state == "Complete" else "red"
-    console.print(f"trainjob {ns}/{name}: [bold {color}]{state}[/] ({last_message(final)})")
+    # The message is the job's own text (exceptions, commands): never read as markup.
+    console.print(Text.assemble(f"trainjob {ns}/{name}: ", (state, f"bold {color}"), f" ({last_message(final)})"))
     if state != "Complete":
-        console.print(f"[dim]details: kubetrain describe trainjob {name} -n {ns}[/]")
+        console.print(f"details: kubetrain describe trainjob {name} -n {ns}", style="dim", markup=False)
     return 0 if state == "Complete" else 1

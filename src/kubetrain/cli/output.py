@@ -9,6 +9,7 @@ from typing import Any
 import click
 import yaml
 from rich.table import Table
+from rich.text import Text
 
 from kubetrain.api import TrainJob
 from kubetrain.cli._common import stdout
@@ -57,8 +58,15 @@ def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
         click.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
 
 
+class PlainTable(Table):
+    """A table whose cells are shown as written: Rich would read ``[x]`` in a message as markup and drop it."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+
 def table(cols: list[str]) -> Table:
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = PlainTable(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in cols:
         t.add_column(c, no_wrap=c != "MESSAGE")
     return t
@@ -91,7 +99,7 @@ def print_details(d: Any) -> None:
     fields += [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in (d.extra or {}).items()]
     width = max(len(k) for k, _ in fields) + 2
     for k, v in fields:
-        out.print(f"[bold]{k + ':':<{width}}[/]{v}", markup=True, highlight=False)
+        out.print(Text.assemble((f"{k + ':':<{width}}", "bold"), str(v)), highlight=False)
     out.print("[bold]Steps:[/]")
     t = table(["  STEP", "JOB", "STATE", "RESTARTS", "EXIT", "PID", "MESSAGE"])
     for s in d.steps:
