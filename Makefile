@@ -39,7 +39,7 @@ test-fast: install
 
 # Every loader path (current and legacy apiVersions) under >= 10,000 generated manifests; fails on any crash.
 fuzz: install
-	KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q -p no:randomly tests/api/test_fuzz.py
+	KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q tests/api/test_fuzz.py
 
 lint: install
 	$(BIN)/ruff check src tests bench

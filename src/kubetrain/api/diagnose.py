@@ -91,10 +91,10 @@ def explain(
             return path, f"must have an int value or [auto cpu gpu], got {value!r}", "e.g. numProcPerNode: 2"
         return path, f"expected an integer, got {value!r}", None
     if etype in ("dict_type", "model_type", "model_attributes_type"):
-        got = "nothing (an empty value)" if value is None else f"a {type(value).__name__}"
+        got = "nothing (an empty value)" if value is None else _kind(value)
         return path, f"expected an object with fields, got {got}", "check the indentation of the fields below it"
     if etype == "list_type":
-        return path, f"expected a list, got {type(value).__name__}", "write list items with a leading '- '"
+        return path, f"expected a list, got {_kind(value)}", "write list items with a leading '- '"
     if etype in ("string_type",):
         return path, f"expected a string, got {value!r}", "quote the value"
     if etype in ("greater_than_equal", "greater_than"):
@@ -102,6 +102,12 @@ def explain(
     if etype == "bool_parsing":
         return path, f"expected true or false, got {value!r}", None
     return path, err["msg"], None
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 _UNION_TAG = re.compile(r"^(int|str|literal\[.*\]|function-.*|.*\[.*\])$")

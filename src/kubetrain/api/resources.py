@@ -149,12 +149,16 @@ def _page_size(name: str) -> Quantity | None:
         return None
 
 
-def check_resources(resources: Any, path: str, *, partial: bool = False, formats: bool = True) -> list[Finding]:
+def check_resources(
+    resources: Any, path: str, *, partial: bool = False, formats: bool = True, values: bool = True
+) -> list[Finding]:
     """A container's ``resources`` (or a TrainJob's ``resourcesPerNode``).
 
     ``partial``: a patch, whose limits may come from what it patches, so requests are not compared with limits.
+    ``values=False``: only compare requests with limits (each entry was checked where it was written).
     """
     out: list[Finding] = []
+    entries_out: list[Finding] = out if values else []
     if not isinstance(resources, dict):
         return out  # the structure check reports a wrongly typed resources block
     parsed: dict[str, dict[str, Quantity]] = {}
@@ -167,9 +171,9 @@ def check_resources(resources: Any, path: str, *, partial: bool = False, formats
             where = f"{path}.{section}[{name}]"
             problem = _name_problem(str(name))
             if problem is not None:
-                out.append(Finding(where, problem[0], problem[1]))
+                entries_out.append(Finding(where, problem[0], problem[1]))
                 continue
-            q = check_value(str(name), raw, where, out, formats=formats)
+            q = check_value(str(name), raw, where, entries_out, formats=formats)
             if q is not None:
                 parsed[section][str(name)] = q
     if partial:

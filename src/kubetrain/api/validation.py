@@ -12,6 +12,7 @@ import re
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
 from kubetrain.api.podschema import check_pod_spec
+from kubetrain.api.resources import check_resources
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
 
@@ -84,6 +85,9 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
             f"numProcPerNode must be greater than or equal to 1, got {t.num_proc_per_node}",
             "use a positive integer, or auto / cpu / gpu",
         )
+    if t is not None and t.resources_per_node is not None:
+        result.errors.extend(check_resources(t.resources_per_node.to_wire(), "spec.trainer.resourcesPerNode",
+                                             partial=True))
     if t is not None:
         names = [e.name for e in t.env or []]
         for dup in sorted({n for n in names if names.count(n) > 1}):
