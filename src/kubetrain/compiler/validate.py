@@ -87,14 +87,14 @@ def validate_objects(
     seen: dict[Key, int] = {}
     for i, subject in enumerate(subjects):
         key = _key(subject.obj)
-        if key in seen:
-            results[i].warn("metadata.name", f"{_describe(key)} appears more than once in the input; the last "
-                            "definition replaces the earlier ones", "keep one definition per object")
-        seen[key] = i
         if isinstance(subject.obj, TrainJob):
             old_tj = subject.old if isinstance(subject.old, TrainJob) else None
             results[i] = _trainjob(subject.obj, old_tj, pool, batch, broken, installed is None, checked_installed,
                                    local)
+        if key in seen:
+            results[i].warn("metadata.name", f"{_describe(key)} appears more than once in the input; the last "
+                            "definition replaces the earlier ones", "keep one definition per object")
+        seen[key] = i
     return [_tidy(r, s.pruned) for r, s in zip(results, subjects, strict=True)]
 
 
