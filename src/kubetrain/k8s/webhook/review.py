@@ -13,7 +13,7 @@ from typing import Any
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.loader import parse_manifest
+from kubetrain.api.loader import parse_document, parse_manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import Subject, validate_objects
@@ -53,15 +53,20 @@ def _being_deleted(req: Request) -> bool:
     )
 
 
-def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, Result]:
+def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...], Result]:
+    """The object, or what is left of it when fields failed to load (their paths second), and the findings:
+    the rules then still run on the rest, so a denial lists every error at once, as `kubetrain validate` does."""
     if doc is None:
         result = Result()
         result.error("", f"the request carries no {kind} object")
-        return None, result
-    obj, result = parse_manifest(doc)
+        return None, (), result
+    parsed = parse_document(doc)
+    result = parsed.result
     # Loader findings carry "file:line" sources when parsed from files; a review has none to show.
     result.errors = [Finding(f.path, f.message, f.fix, f.severity) for f in result.errors]
-    return obj, result
+    if parsed.obj is not None:
+        return parsed.obj, (), result
+    return parsed.partial, parsed.pruned, result
 
 
 async def review_trainjob(
@@ -70,10 +75,9 @@ async def review_trainjob(
     """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    trainjob, result = _parse(req.obj, c.KIND_TRAINJOB)
-    if trainjob is None:
+    trainjob, pruned, result = _parse(req.obj, c.KIND_TRAINJOB)
+    if not isinstance(trainjob, TrainJob):
         return _response(req, result)
-    assert isinstance(trainjob, TrainJob)
     if req.namespace and not trainjob.metadata.namespace:
         trainjob.metadata.namespace = req.namespace
     old: TrainJob | None = None
@@ -100,7 +104,7 @@ async def review_trainjob(
                 result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
                              f"{unreadable}", "fix the runtime object")
                 return _response(req, result)
-    result.extend(validate_objects([Subject(trainjob, old=old)], installed=candidates)[0])
+    result.extend(validate_objects([Subject(trainjob, pruned, old=old)], installed=candidates)[0])
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
     return _response(req, result)
@@ -150,15 +154,15 @@ async def review_runtime(req: Request) -> Response:
     """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    runtime, result = _parse(req.obj, req.kind or "runtime")
-    if runtime is None:
+    runtime, pruned, result = _parse(req.obj, req.kind or "runtime")
+    if not isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
         return _response(req, result)
     old: AnyRuntime | None = None
     if req.operation == "UPDATE" and req.old is not None:
         parsed_old, _ = parse_manifest(req.old)
         old = parsed_old if isinstance(parsed_old, TrainingRuntime | ClusterTrainingRuntime) else None
     # On UPDATE the deprecation warning is left out, as upstream does (it warns when the runtime is created).
-    result.extend(validate_objects([Subject(runtime, old=old)])[0])
+    result.extend(validate_objects([Subject(runtime, pruned, old=old)])[0])
     return _response(req, result)
 
 
