@@ -55,15 +55,20 @@ def kubetrain(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.mark.parametrize("policy", [TWO_POLICIES, NODES_AND_ELASTIC], ids=["two policies", "numNodes+elastic"])
+REJECTED = {
+    TWO_POLICIES: "Only one of the policy can be configured",
+    NODES_AND_ELASTIC: "numNodes should not be set if torch.elasticPolicy is configured",
+    "{numNodes: 1, torch: {numProcPerNode: 0}}": "NumProcPerNode must be equal to auto, cpu, gpu, or int value",
+}
+
+
+@pytest.mark.parametrize("policy", list(REJECTED), ids=["two policies", "numNodes+elastic", "numProcPerNode 0"])
 @pytest.mark.parametrize("verb", ["validate", "render", "apply", "run"])
 def test_every_verb_rejects_what_validate_rejects(tmp_path: Path, verb: str, policy: str) -> None:
     files = ["-f", write(tmp_path, "rt.yaml", runtime(policy=policy)), "-f", write(tmp_path, "tj.yaml", trainjob())]
     result = kubetrain(verb, *files)
     assert result.exit_code == 1, result.output
-    expected = ("Only one of the policy can be configured" if policy == TWO_POLICIES
-                else "numNodes should not be set if torch.elasticPolicy is configured")
-    assert expected in result.output
+    assert REJECTED[policy] in result.output
     assert "not found" not in result.output  # the TrainJob is not told its (invalid) runtime does not exist
     assert 'not checked against ClusterTrainingRuntime "my-rt": that runtime is invalid' in result.output
     assert kubetrain("get", "runtimes").output.count("my-rt") == 0  # nothing was applied
