@@ -69,7 +69,7 @@ def test_mpich_launcher_is_found_and_openmpi_never_stands_in(tmp_path: Path) -> 
 def test_intel_needs_intels_own_hydra(tmp_path: Path) -> None:
     mpich = tmp_path / "usr" / "bin"
     executable(mpich, "mpiexec.hydra")  # MPICH's Hydra has the same name: it is not Intel MPI
-    with pytest.raises(pods.PodError, match="its launcher, Intel MPI's mpiexec.hydra, is not installed"):
+    with pytest.raises(pods.PodError, match=r"its launcher, Intel MPI.s mpiexec\.hydra, is not installed"):
         pods.hydra_launcher("Intel", str(mpich))
     root = tmp_path / "opt" / "intel" / "oneapi" / "mpi" / "latest"
     intel = executable(root / "bin", "mpiexec.hydra")

@@ -19,6 +19,13 @@ from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import Subject, validate_objects
 from kubetrain.k8s.webhook.admission import Request, Response, error_text
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
+from kubetrain.k8s.webhook.podsecurity import (
+    NamespaceLookup,
+    NamespaceLookupFailed,
+    policy_of,
+    review_runtime_pods,
+    review_trainjob_pods,
+)
 
 RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
 """``(kind, name, namespace) -> runtime | None``; namespace is None for a ClusterTrainingRuntime. May raise
@@ -70,9 +77,13 @@ def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...],
 
 
 async def review_trainjob(
-    req: Request, runtime_lookup: RuntimeLookup, jobset_lookup: JobSetLookup | None = None
+    req: Request,
+    runtime_lookup: RuntimeLookup,
+    jobset_lookup: JobSetLookup | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
 ) -> Response:
-    """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
+    """Validate a TrainJob CREATE/UPDATE against the live runtime it references; judge its pods by the
+    namespace's Pod Security labels (``namespace_lookup``; without one, only baseline warnings)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     trainjob, pruned, result = _parse(req.obj, c.KIND_TRAINJOB)
@@ -97,9 +108,9 @@ async def review_trainjob(
         except Exception as exc:
             raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
         if found is not None:
-            runtime, unreadable = _as_runtime(found, ref.effective_kind, namespace)
-            if runtime is not None:
-                candidates.append(runtime)
+            live, unreadable = _as_runtime(found, ref.effective_kind, namespace)
+            if live is not None:
+                candidates.append(live)
             else:  # not "not found": it exists, and saying so points at the real problem
                 result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
                              f"{unreadable}", "fix the runtime object")
@@ -107,7 +118,17 @@ async def review_trainjob(
     result.extend(validate_objects([Subject(trainjob, pruned, old=old)], installed=candidates)[0])
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
-    return _response(req, result)
+    response = _response(req, result)
+    runtime = candidates[0] if candidates else None  # allowed implies the TrainJob resolved to it
+    if runtime is not None and response.allowed:
+        try:
+            policy = await policy_of(trainjob.namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        errors, warnings = review_trainjob_pods(trainjob, runtime, policy, old=old)
+        response.errors += errors
+        response.warnings += warnings
+    return response
 
 
 def _as_runtime(
@@ -150,8 +171,9 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
     return result
 
 
-async def review_runtime(req: Request) -> Response:
-    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
+async def review_runtime(req: Request, namespace_lookup: NamespaceLookup | None = None) -> Response:
+    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE; warn about its pods' Pod Security
+    level (against the namespace's labels for a TrainingRuntime)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
     runtime, pruned, result = _parse(req.obj, req.kind or "runtime")
@@ -163,7 +185,16 @@ async def review_runtime(req: Request) -> Response:
         old = parsed_old if isinstance(parsed_old, TrainingRuntime | ClusterTrainingRuntime) else None
     # On UPDATE the deprecation warning is left out, as upstream does (it warns when the runtime is created).
     result.extend(validate_objects([Subject(runtime, pruned, old=old)])[0])
-    return _response(req, result)
+    response = _response(req, result)
+    if response.allowed:
+        namespaced = runtime.kind == c.KIND_TRAINING_RUNTIME
+        namespace = (runtime.metadata.namespace or req.namespace) if namespaced else None
+        try:
+            policy = await policy_of(namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        response.warnings += review_runtime_pods(runtime, policy)
+    return response
 
 
 def default_trainjob(req: Request, clock: Clock) -> Response:

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from kubetrain.k8s.webhook import names
 from kubetrain.k8s.webhook.admission import BadReview, Request, Response
+from kubetrain.k8s.webhook.podsecurity import NamespaceLookup
 from kubetrain.k8s.webhook.review import (
     Clock,
     JobSetLookup,
@@ -100,12 +101,15 @@ def make_app(
     jobset_lookup: JobSetLookup | None = None,
     clock: Clock = _utcnow,
     latencies: Latencies | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
 ) -> web.Application:
     """The webhook routes (upstream's paths) plus ``/healthz`` and ``/readyz``.
 
     ``runtime_lookup(kind, name, namespace)`` returns the live runtime (a model or its dict) or None;
     ``jobset_lookup(name, namespace)`` the live JobSet dict or None (used when runtime patches change);
-    ``clock`` stamps ``runtimePatches[].time``.
+    ``clock`` stamps ``runtimePatches[].time``; ``namespace_lookup(name)`` returns a namespace's labels (or
+    None), for its ``pod-security.kubernetes.io/*`` levels (without it: Pod Security warnings at baseline, no
+    enforcement).
     """
     lat = latencies or Latencies()
     app = web.Application(client_max_size=MAX_BODY)
@@ -113,15 +117,18 @@ def make_app(
     app[READY] = asyncio.Event()
 
     async def trainjob(req: Request) -> Response:
-        return await review_trainjob(req, runtime_lookup, jobset_lookup)
+        return await review_trainjob(req, runtime_lookup, jobset_lookup, namespace_lookup)
+
+    async def runtime(req: Request) -> Response:
+        return await review_runtime(req, namespace_lookup)
 
     async def defaulter(req: Request) -> Response:
         return default_trainjob(req, clock)
 
     app.router.add_post(names.MUTATE_TRAINJOB, _handler(defaulter, lat))
     app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat))
-    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(review_runtime, lat))
-    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(review_runtime, lat))
+    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(runtime, lat))
+    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(runtime, lat))
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -221,6 +228,7 @@ async def start(
     host: str = "0.0.0.0",
     port: int = names.DEFAULT_PORT,
     jobset_lookup: JobSetLookup | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
     clock: Clock = _utcnow,
     manage_certs: bool | None = None,
     service: str | None = None,
@@ -246,6 +254,7 @@ async def start(
         adapter = ClientAdapter(client)
         runtime_lookup = runtime_lookup or adapter.runtime
         jobset_lookup = jobset_lookup or adapter.jobset
+        namespace_lookup = namespace_lookup or adapter.namespace_labels
     if runtime_lookup is None:
         raise TypeError("start() needs runtime_lookup or client")
     cert_path = Path(cert_dir or names.DEFAULT_CERT_DIR)
@@ -272,7 +281,7 @@ async def start(
         )
         await manager.reconcile()  # the first certificate must exist before the server can listen
     ctx = server_ssl_context(cert_file, key_file)
-    app = make_app(runtime_lookup, jobset_lookup=jobset_lookup, clock=clock)
+    app = make_app(runtime_lookup, jobset_lookup=jobset_lookup, clock=clock, namespace_lookup=namespace_lookup)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)  # no access log: one line per review
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ctx)
