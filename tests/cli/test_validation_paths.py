@@ -193,3 +193,18 @@ def test_describe_and_tables_print_brackets(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     for text in ("print([1][0])", "exit [137] in [node]", "OOMKilled [oom]", "retry [2/3]"):
         assert text in out, out
+
+
+def test_validate_goes_on_with_the_builtins_when_this_machines_state_cannot_be_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "not-a-directory"
+    broken.write_text("")
+    monkeypatch.setenv("KUBETRAIN_HOME", str(broken))
+    tj = write(tmp_path, "tj.yaml", trainjob("torch-distributed"))
+    checked = kubetrain("validate", "-f", tj)
+    assert checked.exit_code == 0, checked.output
+    assert "runtimes applied on this machine are not visible: its state cannot be opened" in checked.output
+    applied = kubetrain("apply", "-f", tj)
+    assert applied.exit_code == 1 and "Traceback" not in applied.output
+    assert "cannot open this machine's kubetrain state" in applied.output

@@ -5,17 +5,25 @@ accept what another rejects.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, KubetrainError, Result
 from kubetrain.api.loader import Manifest
 from kubetrain.api.runtime import AnyRuntime
+from kubetrain.cli._backend import is_cluster, local_backend, select_backend
 from kubetrain.cli._common import Source, load_files, tag
-from kubetrain.cli.backend import Backend
 from kubetrain.compiler import Subject, validate_objects
 from kubetrain.compiler.validate import Local
+
+
+class RuntimeCatalog(Protocol):
+    """What checking needs of a backend (``kubetrain.api.views.Backend`` has it)."""
+
+    def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]: ...
 
 
 @dataclass
@@ -30,7 +38,7 @@ class Checked:
 
 
 def check_files(
-    files: Iterable[str], *, namespace: str | None, backend: Backend | None, local: Local
+    files: Iterable[str], *, namespace: str | None, backend: RuntimeCatalog | None, local: Local
 ) -> Checked:
     """``namespace``: given to namespaced objects that name none. ``backend``: whose installed runtimes
     TrainJobs may reference (None: only the files'). ``local``: see ``kubetrain.compiler.validate.Local``."""
@@ -53,15 +61,42 @@ def check_files(
     return checked
 
 
-def _installed(backend: Backend | None, result: Result) -> list[AnyRuntime] | None:
+def _installed(backend: RuntimeCatalog | None, result: Result) -> list[AnyRuntime] | None:
     if backend is None:
         return []
+    note = getattr(backend, "note", None)
+    if note:
+        result.warnings.append(Finding("", note, "TrainJobs are checked against the files' and the built-in runtimes"))
     try:
         return backend.list_runtimes(None)
     except KubetrainError as exc:
         result.warnings.append(Finding("", f"could not read the installed runtimes: {exc}",
                                        "TrainJobs are checked against the runtimes in the files only"))
         return None
+
+
+class BuiltinsOnly:
+    """Stands in for this machine's backend when its state cannot be opened: only the built-in runtimes."""
+
+    def __init__(self, note: str | None = None) -> None:
+        self.note = note
+
+    def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
+        from kubetrain.runtimes import builtin_runtimes
+
+        return list(builtin_runtimes())
+
+
+def checking_backend(kubeconfig: str | None, context: str | None) -> RuntimeCatalog:
+    """The backend whose runtimes `validate` and `render` resolve against. Those commands only read: when this
+    machine's state cannot be opened (read-only or broken $KUBETRAIN_HOME) they go on with the built-in runtimes
+    and say so, where `apply` and `run` would stop."""
+    if is_cluster(kubeconfig, context):
+        return select_backend(kubeconfig, context)
+    try:
+        return local_backend()
+    except (OSError, sqlite3.Error) as exc:
+        return BuiltinsOnly(f"runtimes applied on this machine are not visible: its state cannot be opened ({exc})")
 
 
 def _ordered(result: Result) -> Result:

@@ -9,9 +9,8 @@ import click
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._backend import select_backend
 from kubetrain.cli._common import dump, fail, files_option, print_findings
-from kubetrain.cli.checking import check_files
+from kubetrain.cli.checking import check_files, checking_backend
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen, resolve_runtime
 
 
@@ -45,7 +44,7 @@ def register(group: click.Group) -> None:
           kubetrain render -f trainjob.yaml -f runtime.yaml -o yaml
           kubetrain render -f examples/quickstart/trainjob.yaml --fixed-keys | kubectl apply --dry-run=server -f -
         """
-        checked = check_files(files, namespace=namespace, backend=select_backend(kubeconfig, context), local=None)
+        checked = check_files(files, namespace=namespace, backend=checking_backend(kubeconfig, context), local=None)
         print_findings(checked.result)
         if not checked.result.ok:
             sys.exit(1)

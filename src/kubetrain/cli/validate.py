@@ -11,18 +11,17 @@ from rich.text import Text
 from kubetrain.api.errors import Result
 from kubetrain.api.podsecurity import LEVELS, Level
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
-from kubetrain.cli._backend import is_cluster, select_backend
+from kubetrain.cli._backend import is_cluster
 from kubetrain.cli._common import files_option, print_findings, stderr
 from kubetrain.cli._podsecurity import pod_security
-from kubetrain.cli.backend import Backend
-from kubetrain.cli.checking import check_files
+from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend
 from kubetrain.compiler.podsecurity import PodSecurityReport
 
 
 def validate_files(
     files: tuple[str, ...],
     namespace: str | None,
-    backend: Backend | None = None,
+    backend: RuntimeCatalog | None = None,
     *,
     cluster: bool = False,
     pod_security_level: Level = "baseline",
@@ -32,25 +31,13 @@ def validate_files(
     appended to ``reports``. ``backend``: also resolve TrainJobs against the runtimes it has installed (None:
     the files' runtimes and the built-in ones)."""
     if backend is None and not cluster:
-        from kubetrain.runtimes import builtin_runtimes
-
-        backend = _Builtins(builtin_runtimes())  # type: ignore[assignment]
+        backend = BuiltinsOnly()
     checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "check")
     given = [o for o in checked.objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
     catalog: list[AnyRuntime] = [*given, *checked.installed]
     checked.result.extend(pod_security(checked.objects, checked.sources, catalog, pod_security_level,
                                        [] if reports is None else reports))
     return checked.result, checked.documents
-
-
-class _Builtins:
-    """The smallest stand-in for a backend: only the built-in runtimes are installed."""
-
-    def __init__(self, runtimes: list[ClusterTrainingRuntime]) -> None:
-        self.runtimes = runtimes
-
-    def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
-        return list(self.runtimes)
 
 
 def register(group: click.Group) -> None:
@@ -92,7 +79,7 @@ def register(group: click.Group) -> None:
         """
         reports: list[PodSecurityReport] = []
         cluster = is_cluster(kubeconfig, context)
-        result, count = validate_files(files, namespace, select_backend(kubeconfig, context), cluster=cluster,
+        result, count = validate_files(files, namespace, checking_backend(kubeconfig, context), cluster=cluster,
                                        pod_security_level=pod_security_level, reports=reports)
         failed = not result.ok or (strict and bool(result.warnings))
         if output == "json":
