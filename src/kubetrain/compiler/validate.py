@@ -21,7 +21,7 @@ Findings are de-duplicated per object (the same rule reached through two validat
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kubetrain.api import constants as c
@@ -64,7 +64,6 @@ def validate_objects(
     that failed to load, by identity, so a TrainJob naming one is not told its runtime does not exist.
     """
     results: list[Result] = []
-    runtime_results: dict[Key, Result] = {}
     batch: dict[Key, tuple[AnyRuntime, bool]] = {}  # key -> (runtime, usable)
     for subject in subjects:
         obj = subject.obj
@@ -78,61 +77,57 @@ def validate_objects(
             stale = deprecation_warning(obj, referenced=False)
             result.warnings = [w for w in result.warnings if w.message != stale]
         results.append(result)
-        key = _key(obj)
-        batch[key] = (obj, result.ok and not subject.pruned)
-        runtime_results[key] = result
-    broken = {_identity_key(i) for i in rejected}
-    pool = _pool(batch, installed)
-    checked_installed: dict[Key, Result] = {}
-    seen: dict[Key, int] = {}
+        batch[_key(obj)] = (obj, result.ok and not subject.pruned)
+    ctx = _Context(batch, _pool(batch, installed), {_identity_key(i) for i in rejected}, installed is None, local)
+    seen: set[Key] = set()
     for i, subject in enumerate(subjects):
         key = _key(subject.obj)
         if isinstance(subject.obj, TrainJob):
             old_tj = subject.old if isinstance(subject.old, TrainJob) else None
-            results[i] = _trainjob(subject.obj, old_tj, pool, batch, broken, installed is None, checked_installed,
-                                   local)
+            results[i] = _trainjob(subject.obj, old_tj, ctx)
         if key in seen:
             results[i].warn("metadata.name", f"{_describe(key)} appears more than once in the input; the last "
                             "definition replaces the earlier ones", "keep one definition per object")
-        seen[key] = i
+        seen.add(key)
     return [_tidy(r, s.pruned) for r, s in zip(results, subjects, strict=True)]
 
 
-def _trainjob(
-    tj: TrainJob,
-    old: TrainJob | None,
-    pool: list[AnyRuntime],
-    batch: dict[Key, tuple[AnyRuntime, bool]],
-    broken: set[Key],
-    unknown_installed: bool,
-    checked_installed: dict[Key, Result],
-    local: Local,
-) -> Result:
+@dataclass
+class _Context:
+    batch: dict[Key, tuple[AnyRuntime, bool]]  # the batch's runtimes: key -> (runtime, usable)
+    pool: list[AnyRuntime]  # what a TrainJob may reference: the batch's runtimes, then the installed ones
+    broken: set[Key]  # documents of the batch that failed to load
+    unknown_installed: bool  # the installed runtimes could not be read
+    local: Local
+    installed_results: dict[Key, Result] = field(default_factory=dict)  # each installed runtime checked once
+
+
+def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> Result:
     result = validate_trainjob_object(tj, old=old)
-    _managed_by(result, tj, local)
+    _managed_by(result, tj, ctx.local)
     ref = tj.spec.runtime_ref
     namespace = tj.namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
     key: Key = (ref.effective_kind, namespace, ref.name)
-    if key in broken and key not in batch:
+    if key in ctx.broken and key not in ctx.batch:
         result.warn("spec.runtimeRef", f"not checked against {_describe(key)}: that runtime failed to load (see "
                     "its errors)", "fix the runtime; the TrainJob is checked against it once it loads")
         return result
-    runtime, found = resolve_runtime(tj, pool)
+    runtime, found = resolve_runtime(tj, ctx.pool)
     if runtime is None:
-        if unknown_installed and not any(f.path == "spec.runtimeRef" for f in found.errors):
+        if ctx.unknown_installed and not any(f.path == "spec.runtimeRef" for f in found.errors):
             result.warn("spec.runtimeRef", f"not checked against {_describe(key)}: it is not among the given files "
                         "and the installed runtimes could not be read", "pass the runtime with -f as well")
             return result
         return result.extend(found)
     rkey = _key(runtime)
-    if rkey in batch and not batch[rkey][1]:
+    if rkey in ctx.batch and not ctx.batch[rkey][1]:
         result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: that runtime is invalid (see its "
                     "errors)", "fix the runtime; the TrainJob is checked against it once it is valid")
         return result
-    if rkey not in batch:
-        own = checked_installed.get(rkey)
+    if rkey not in ctx.batch:
+        own = ctx.installed_results.get(rkey)
         if own is None:
-            own = checked_installed[rkey] = validate_runtime_object(runtime)
+            own = ctx.installed_results[rkey] = validate_runtime_object(runtime)
         if own.errors:
             first = own.errors[0]
             more = f" (and {len(own.errors) - 1} more)" if len(own.errors) > 1 else ""
