@@ -86,17 +86,20 @@ def test_validate_and_render_see_runtimes_applied_here_and_delete_removes_them(t
     assert deleted.output.strip() == 'clustertrainingruntime.trainer.kubeflow.org "my-rt" deleted'
     assert kubetrain("validate", "-f", tj).exit_code == 1
     again = kubetrain("delete", "clustertrainingruntime", "my-rt")
-    assert again.exit_code == 1 and 'clustertrainingruntimes.trainer.kubeflow.org "my-rt" not found' in again.output
+    assert again.exit_code == 1 and 'clustertrainingruntime "my-rt" not found' in again.output
     builtin = kubetrain("delete", "clustertrainingruntime", "torch-distributed")
-    assert builtin.exit_code == 1 and "is built in and cannot be deleted" in builtin.output
+    assert builtin.exit_code == 1 and "is built into kubetrain and cannot be deleted" in builtin.output
 
 
-def test_namespaced_runtimes_are_deleted_in_their_namespace(tmp_path: Path) -> None:
+def test_namespaced_runtimes_are_seen_and_deleted_in_their_namespace(tmp_path: Path) -> None:
     text = runtime("team-rt").replace("ClusterTrainingRuntime", "TrainingRuntime")
     assert kubetrain("apply", "-n", "team-a", "-f", write(tmp_path, "rt.yaml", text)).exit_code == 0
+    tj = write(tmp_path, "tj.yaml", trainjob().replace("name: my-rt", "name: team-rt, kind: TrainingRuntime"))
+    assert kubetrain("validate", "-n", "team-a", "-f", tj).exit_code == 0
+    elsewhere = kubetrain("validate", "-f", tj)
+    assert elsewhere.exit_code == 1 and 'TrainingRuntime "team-rt" exists in namespace team-a' in elsewhere.output
     missing = kubetrain("delete", "trainingruntime", "team-rt")
-    assert missing.exit_code == 1 and 'in namespace "default" not found' not in missing.output
-    assert 'trainingruntimes.trainer.kubeflow.org "team-rt" not found in namespace "default"' in missing.output
+    assert missing.exit_code == 1 and 'trainingruntime "team-rt" not found in namespace default' in missing.output
     ok = kubetrain("delete", "trainingruntime", "team-rt", "-n", "team-a")
     assert ok.exit_code == 0, ok.output
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,11 +26,17 @@ from kubetrain.api import (
 )
 from kubetrain.api import constants as C
 from kubetrain.api.loader import load_text, parse_manifest
-from kubetrain.api.views import Event, StepView, TrainJobDetails
+from kubetrain.api.logtext import lines_of, step_prefix
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.views import Event, LogItem, LogOptions, StateView, StepView, TrainJobDetails, WatchItem
 from kubetrain.compiler import Subject, compile_trainjob, ecdsa_keygen, resolve_runtime, validate_objects
 from kubetrain.local import namespaces, paths, pods, reaper, status
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 from kubetrain.runtimes import builtin_runtimes, builtin_yaml
+
+__all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
@@ -37,57 +44,6 @@ PASSIVE_KINDS = ("ConfigMap", "Secret")
 
 class NotFoundError(KubetrainError):
     pass
-
-
-def step_prefix(short: str) -> str:
-    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
-    head, _, index = short.rpartition("-")
-    return f"{head}/{index}"
-
-
-class LogTailer:
-    """Incremental reader of several pod logs; lines get a ``[step/rank]`` prefix when there is more than one
-    step (``prefix=None``), always (``True``) or never (``False``)."""
-
-    def __init__(self, files: Callable[[], list[tuple[str, Path]]], prefix: bool | None = None) -> None:
-        self._files = files
-        self._prefix = prefix
-        self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
-        self._known: list[tuple[str, Path]] = []
-
-    def _fmt(self, prefix: str, line: bytes) -> str:
-        text = line.decode(errors="replace")
-        many = self._prefix if self._prefix is not None else len(self._known) > 1
-        return f"[{prefix}] {text}" if many else text
-
-    def poll(self) -> list[str]:
-        self._known = self._files()
-        out: list[str] = []
-        for prefix, path in self._known:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offsets.get(path, 0))
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            if not data:
-                continue
-            self._offsets[path] = self._offsets.get(path, 0) + len(data)
-            *lines, rest = (self._partial.pop(path, b"") + data).split(b"\n")
-            if rest:
-                self._partial[path] = rest
-            out += [self._fmt(prefix, line) for line in lines]
-        return out
-
-    def flush(self) -> list[str]:
-        """Unterminated last lines, once the writers are gone."""
-        out = self.poll()
-        names = dict((path, prefix) for prefix, path in self._known)
-        for path, rest in self._partial.items():
-            out.append(self._fmt(names.get(path, "?"), rest))
-        self._partial.clear()
-        return out
 
 
 class LocalBackend:
@@ -233,14 +189,16 @@ class LocalBackend:
         self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
 
     # Reading.
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
-        return [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
+        sel = parse_selector(selector) if selector else None
+        jobs = [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+        return [j for j in jobs if sel is None or sel.matches(j.metadata.labels)]
 
     def _row(self, name: str, namespace: str) -> TrainJobRow:
         row = self.store.get_trainjob(namespace, name)
         if row is None:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
-            hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
+            hint = not_found_hint(name, known, f"`kubetrain get trainjobs -n {namespace}` lists them")
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
         return row
 
@@ -275,33 +233,66 @@ class LocalBackend:
             "Replicated jobs": [rj["name"] for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []],
             "Objects": [f"{o['kind']}/{o['metadata']['name']}" for o in row.objects],
         }
-        return TrainJobDetails(TrainJob.model_validate(row.trainjob), steps, events, extra)
-
-    def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
-        self._row(name, namespace)
         pod_rows = self.store.list_pods(namespace, name)
-        chosen = [p for p in pod_rows if step is None or p.name == step or p.name.startswith(step + "-")]
-        if step is not None and not chosen:
-            names = ", ".join(p.name for p in pod_rows) or "none started yet"
-            raise NotFoundError(f"no step {step!r} in TrainJob {name} (steps: {names})")
-        return [(step_prefix(p.name), Path(p.log)) for p in chosen]
+        return TrainJobDetails(
+            TrainJob.model_validate(row.trainjob),
+            steps,
+            events,
+            extra,
+            state=state_of(row, pod_rows),
+            failure_logs=failure_logs(pod_rows),
+        )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
-        tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
+        yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
+
+    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
+        """Each step's log in chunks as written (see ``kubetrain.local.logstream``)."""
+        self._row(name, namespace)
+        stream = LocalLogStream(self.store, name, namespace, options, row=lambda: self._row(name, namespace))
+        yield from stream.items()
+
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        out = []
+        for j in jobs:
+            row = self.store.get_trainjob(j.namespace, j.name)
+            if row is None:
+                out.append(StateView("Deleted"))
+                continue
+            out.append(state_of(row, self.store.list_pods(j.namespace, j.name)))
+        return out
+
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
+        sel = parse_selector(selector) if selector else None
+        seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+        first = True
         while True:
-            lines = tailer.poll()
-            yield from lines
-            if not follow:
-                break
-            if not lines:
-                row = self.store.get_trainjob(namespace, name)
-                if row is None or (
-                    status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
-                ):
-                    yield from tailer.poll()
-                    break
-                time.sleep(0.2)
-        yield from tailer.flush()
+            now: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+            for row in self.store.list_trainjobs(namespace):
+                if names and row.name not in names:
+                    continue
+                tj = TrainJob.model_validate(row.trainjob)
+                if sel is not None and not sel.matches(tj.metadata.labels):
+                    continue
+                st = state_of(row, self.store.list_pods(row.namespace, row.name))
+                now[(row.namespace, row.name)] = (json.dumps(row.trainjob, sort_keys=True), st, tj)
+            changed = False
+            for key in sorted(now):
+                text, st, tj = now[key]
+                old = seen.get(key)
+                if old is None or old[:2] != (text, st):
+                    changed = True
+                    yield WatchItem("ADDED" if old is None or first else "MODIFIED", tj, st)
+            for key in sorted(set(seen) - set(now)):
+                changed = True
+                yield WatchItem("DELETED", seen[key][2], seen[key][1])
+            seen, first = now, False
+            if not changed:
+                yield None
+            time.sleep(0.25)
 
     # Deleting.
     def delete_trainjob(self, name: str, namespace: str) -> None:
@@ -315,21 +306,20 @@ class LocalBackend:
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
         self.store.delete_trainjob(namespace, name)
 
-    def delete_runtime(self, kind: str, name: str, namespace: str) -> None:
-        """Delete an applied runtime; TrainJobs already created keep the runtime they were compiled with."""
-        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace
-        if self.store.delete_runtime(kind, ns, name):
-            return
-        if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
-            raise KubetrainError(
-                f'ClusterTrainingRuntime "{name}" is built in and cannot be deleted (fix: nothing to do; a runtime '
-                "you apply under the same name takes its place)"
-            )
-        known = [r.name for r in self.store_runtimes(None if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace)
-                 if r.kind == kind]
-        where = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else f' in namespace "{namespace}"'
-        hint = f" (applied: {', '.join(sorted(known))})" if known else ""
-        raise NotFoundError(f'{kind.lower()}s.{C.GROUP} "{name}" not found{where}{hint}')
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
+        if kind not in RUNTIME_KINDS:
+            raise KubetrainError(f"cannot delete kind {kind!r} locally (expected TrainJob or a runtime kind)")
+        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace or "default"
+        if not self.store.delete_object(kind, ns, name):
+            if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
+                raise KubetrainError(
+                    f'clustertrainingruntime "{name}" is built into kubetrain and cannot be deleted '
+                    "(an applied runtime of the same name takes its place)"
+                )
+            where = f" in namespace {ns}" if ns else ""
+            known = [r.name for r in self.store_runtimes(None) if r.kind == kind]
+            hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
+            raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)

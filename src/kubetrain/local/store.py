@@ -239,11 +239,13 @@ class Store:
                 (manifest["kind"], ns, meta.get("name", ""), json.dumps(manifest)),
             )
 
-    def delete_runtime(self, kind: str, namespace: str, name: str) -> bool:
-        """True when an object was deleted (``namespace`` is ``""`` for cluster-scoped kinds)."""
+    def delete_object(self, kind: str, namespace: str, name: str) -> bool:
+        """Remove an applied runtime (or ConfigMap/Secret); ``False`` when there was none."""
         with self._tx() as c:
-            cur = c.execute("DELETE FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, namespace, name))
-            return cur.rowcount > 0
+            cur = c.execute(
+                "DELETE FROM runtimes WHERE kind=? AND namespace=? AND name=?", (kind, namespace, name)
+            )
+            return bool(cur.rowcount)
 
     def list_objects(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         """Applied objects (runtimes, and the ConfigMaps/Secrets pods may reference) of the given kinds."""

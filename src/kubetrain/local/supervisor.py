@@ -22,6 +22,7 @@ from kubetrain.local import gang, namespaces, paths, pods, status
 from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
 from kubetrain.local.launch import STOP_GRACE
+from kubetrain.local.logindex import LogClock
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
 from kubetrain.local.store import Store
 
@@ -91,11 +92,16 @@ class Supervisor(ReadinessGate, FailurePolicy):
                     f"(map images to environments in {paths.home() / 'images.yaml'})"
                 ),
             )
-            while not status.finished(self.status):
-                self._tick()
-                self._persist_pods()
-                self._persist_status()
-                time.sleep(TICK)
+            clock = LogClock(self.dir / "logs")  # when log lines were written: --timestamps, --since
+            try:
+                while not status.finished(self.status):
+                    self._tick()
+                    self._persist_pods()
+                    self._persist_status()
+                    clock.sample()
+                    time.sleep(TICK)
+            finally:
+                clock.close()
         except KubetrainError as exc:
             status.fail(self.status, status.REASON_START_FAILED, str(exc))
             self.event("Warning", status.REASON_START_FAILED, str(exc))

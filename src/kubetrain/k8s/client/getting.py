@@ -25,6 +25,7 @@ async def list_(
     namespace: str | None = None,
     *,
     label_selector: str | None = None,
+    field_selector: str | None = None,
     limit: int = 500,
 ) -> tuple[list[dict[str, Any]], str]:
     """All items (pages joined) and the list's resourceVersion, from which a watch can continue."""
@@ -32,6 +33,8 @@ async def list_(
     params: dict[str, str] = {"limit": str(limit)}
     if label_selector:
         params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
     while True:
         page = await session.request("GET", res.path(namespace), params=params)
         for item in page.get("items") or []:
