@@ -87,6 +87,13 @@ class BuiltinsOnly:
         return list(builtin_runtimes())
 
 
+def close_backend(backend: object) -> None:
+    """Close a cluster backend's HTTP session now rather than at interpreter exit (which warns)."""
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
+
+
 def checking_backend(kubeconfig: str | None, context: str | None) -> RuntimeCatalog:
     """The backend whose runtimes `validate` and `render` resolve against. Those commands only read: when this
     machine's state cannot be opened (read-only or broken $KUBETRAIN_HOME) they go on with the built-in runtimes

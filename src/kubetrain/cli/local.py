@@ -91,7 +91,8 @@ def register(group: click.Group) -> None:
         except KubetrainError as exc:
             fail(str(exc))
         cluster = _is_cluster(kubeconfig, context)
-        objects, dirs = _load(files, _backend(kubeconfig, context), namespace, cluster)
+        backend = _backend(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
             fail(
@@ -102,7 +103,6 @@ def register(group: click.Group) -> None:
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
         if cluster:
-            backend = _backend(kubeconfig, context)
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             how = "".join(
                 f" {flag} {value}"

@@ -10,7 +10,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.cli._common import dump, fail, files_option, print_findings
-from kubetrain.cli.checking import check_files, checking_backend
+from kubetrain.cli.checking import check_files, checking_backend, close_backend
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen, resolve_runtime
 
 
@@ -44,7 +44,11 @@ def register(group: click.Group) -> None:
           kubetrain render -f trainjob.yaml -f runtime.yaml -o yaml
           kubetrain render -f examples/quickstart/trainjob.yaml --fixed-keys | kubectl apply --dry-run=server -f -
         """
-        checked = check_files(files, namespace=namespace, backend=checking_backend(kubeconfig, context), local=None)
+        backend = checking_backend(kubeconfig, context)
+        try:
+            checked = check_files(files, namespace=namespace, backend=backend, local=None)
+        finally:
+            close_backend(backend)
         print_findings(checked.result)
         if not checked.result.ok:
             sys.exit(1)

@@ -14,7 +14,7 @@ from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRu
 from kubetrain.cli._backend import is_cluster
 from kubetrain.cli._common import files_option, print_findings, stderr
 from kubetrain.cli._podsecurity import pod_security
-from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend
+from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend, close_backend
 from kubetrain.compiler.podsecurity import PodSecurityReport
 
 
@@ -79,8 +79,12 @@ def register(group: click.Group) -> None:
         """
         reports: list[PodSecurityReport] = []
         cluster = is_cluster(kubeconfig, context)
-        result, count = validate_files(files, namespace, checking_backend(kubeconfig, context), cluster=cluster,
-                                       pod_security_level=pod_security_level, reports=reports)
+        backend = checking_backend(kubeconfig, context)
+        try:
+            result, count = validate_files(files, namespace, backend, cluster=cluster,
+                                           pod_security_level=pod_security_level, reports=reports)
+        finally:
+            close_backend(backend)
         failed = not result.ok or (strict and bool(result.warnings))
         if output == "json":
             report = {
