@@ -98,7 +98,7 @@ def test_run_exits_1_when_the_job_fails_and_points_at_describe(tmp_path: Path) -
 def test_run_timeout_names_the_state_and_leaves_the_job_unless_asked(tmp_path: Path) -> None:
     with background_api(tmp_path) as (bg, kubeconfig):  # no operator: the JobSet never comes
         kubelet = Kubelet(bg)
-        f = files(tmp_path, trainjob("job"))
+        f = files(tmp_path, torch_runtime(), trainjob("job"))
         r = subprocess.run(
             [*KUBETRAIN, "run", "-f", f, "--kubeconfig", kubeconfig, "--timeout", "2s"],
             capture_output=True,
@@ -124,7 +124,7 @@ def test_run_timeout_names_the_state_and_leaves_the_job_unless_asked(tmp_path: P
 def test_ctrl_c_detaches_and_says_how_to_follow_or_delete(tmp_path: Path) -> None:
     with background_api(tmp_path) as (bg, kubeconfig):
         kubelet = Kubelet(bg)
-        proc = start(kubeconfig, "-f", files(tmp_path, trainjob("job")))
+        proc = start(kubeconfig, "-f", files(tmp_path, torch_runtime(), trainjob("job")))
         try:
             until(
                 lambda: kubelet._run(lambda: bg.api.store.list("trainer.kubeflow.org", "trainjobs", "default")[0]),
@@ -148,7 +148,7 @@ def test_get_watch_prints_a_row_per_state_change(tmp_path: Path) -> None:
     with background_api(tmp_path) as (bg, kubeconfig):
         kubelet = Kubelet(bg)
         subprocess.run(
-            [*KUBETRAIN, "apply", "-f", files(tmp_path, trainjob("job")), "--kubeconfig", kubeconfig],
+            [*KUBETRAIN, "apply", "-f", files(tmp_path, torch_runtime(), trainjob("job")), "--kubeconfig", kubeconfig],
             check=True,
             capture_output=True,
             timeout=60,

@@ -31,7 +31,8 @@ def test_get_names_selector_sort_headers_and_wide(tmp_path: Path) -> None:
             tj = trainjob(name, trainer={"numNodes": 1})
             tj["metadata"]["labels"] = {"team": team}
             jobs.append(tj)
-        rc, _, err = kt(kubeconfig, "apply", "-f", _write(tmp_path / "jobs.yaml", *jobs))
+        # The runtime too: `apply` checks TrainJobs against the cluster's runtimes, as the webhook would.
+        rc, _, err = kt(kubeconfig, "apply", "-f", _write(tmp_path / "jobs.yaml", torch_runtime(), *jobs))
         assert rc == 0, err
         kubelet.create_jobset("a-job")
         kubelet.create_pod(pod_manifest("a-job", "node", 0), running())
@@ -79,6 +80,7 @@ def test_get_runtimes_namespace_column_and_framework_label(tmp_path: Path) -> No
 def test_delete_continues_past_missing_names_all_and_files(tmp_path: Path) -> None:
     with background_api(tmp_path) as (_, kubeconfig):
         f = _write(tmp_path / "jobs.yaml", *(trainjob(n) for n in ("a", "b", "c", "d")))
+        assert kt(kubeconfig, "apply", "-f", _write(tmp_path / "rt.yaml", torch_runtime()))[0] == 0
         assert kt(kubeconfig, "apply", "-f", f)[0] == 0
         rc, out, err = kt(kubeconfig, "delete", "trainjob", "a", "missing", "b")
         assert rc == 1
@@ -87,7 +89,8 @@ def test_delete_continues_past_missing_names_all_and_files(tmp_path: Path) -> No
             'trainjob.trainer.kubeflow.org "b" deleted',
         ]
         assert 'trainjobs.trainer.kubeflow.org "missing" not found' in err
-        rc, out, _ = kt(kubeconfig, "delete", "-f", _write(tmp_path / "c.yaml", trainjob("c"), torch_runtime()))
+        never = torch_runtime("never-applied")
+        rc, out, _ = kt(kubeconfig, "delete", "-f", _write(tmp_path / "c.yaml", trainjob("c"), never))
         assert rc == 1  # the runtime was never applied
         assert 'trainjob.trainer.kubeflow.org "c" deleted' in out
         rc, out, _ = kt(kubeconfig, "delete", "tj", "--all")
@@ -101,7 +104,7 @@ def test_delete_continues_past_missing_names_all_and_files(tmp_path: Path) -> No
 def test_wait_condition_delete_jsonpath_and_timeout(tmp_path: Path) -> None:
     with background_api(tmp_path) as (bg, kubeconfig):
         kubelet = Kubelet(bg)
-        assert kt(kubeconfig, "apply", "-f", _write(tmp_path / "j.yaml", trainjob("job")))[0] == 0
+        assert kt(kubeconfig, "apply", "-f", _write(tmp_path / "j.yaml", torch_runtime(), trainjob("job")))[0] == 0
 
         def later() -> None:
             time.sleep(0.5)
@@ -127,7 +130,7 @@ def test_wait_condition_delete_jsonpath_and_timeout(tmp_path: Path) -> None:
 def test_describe_as_data(tmp_path: Path) -> None:
     with background_api(tmp_path) as (bg, kubeconfig):
         kubelet = Kubelet(bg)
-        assert kt(kubeconfig, "apply", "-f", _write(tmp_path / "j.yaml", trainjob("job")))[0] == 0
+        assert kt(kubeconfig, "apply", "-f", _write(tmp_path / "j.yaml", torch_runtime(), trainjob("job")))[0] == 0
         kubelet.create_jobset("job")
         kubelet.create_pod(pod_manifest("job", "node", 0), running())
         rc, out, _ = kt(kubeconfig, "describe", "trainjob", "job", "-o", "json")

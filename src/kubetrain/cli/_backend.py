@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,17 @@ def select_backend(kubeconfig: str | None, context: str | None) -> Backend:
         except KubetrainError as exc:
             fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
         return backend
+    try:
+        return local_backend()
+    except (OSError, sqlite3.Error) as exc:
+        fail(
+            f"cannot open this machine's kubetrain state: {exc}",
+            "point KUBETRAIN_HOME at a writable directory (default ~/.kubetrain)",
+        )
+
+
+def local_backend() -> Backend:
+    """This machine's backend; raises ``OSError``/``sqlite3.Error`` when its state cannot be opened."""
     # Imported here so `kubetrain --help` and the cluster backend never load the local one.
     from kubetrain.local.backend import LocalBackend
 

@@ -14,7 +14,7 @@ from kubetrain.api.errors import Finding, Result
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kubetrain.api.loader import Loaded, Manifest
+    from kubetrain.api.loader import LineMap, Loaded, Manifest
 
 
 class _LazyConsole:
@@ -48,6 +48,7 @@ stdout = cast("Console", _LazyConsole(_stdout))
 
 
 def escape(text: str) -> str:
+    """Rich markup escaping, for text put into a markup string."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
@@ -59,30 +60,36 @@ files_option = click.option(
 
 
 class Source:
-    """Where an object came from; ``locate(path)`` finds the line of one of its fields."""
+    """Where an object came from (``file:line``); ``locate(path)`` finds the line of one of its fields."""
 
-    def __init__(self, loaded: Loaded, index: int):
-        self.loaded, self.index = loaded, index
+    def __init__(self, text: str, lines: LineMap | None = None, file: str | None = None):
+        self.text, self.lines, self.file = text, lines, file
 
     def __str__(self) -> str:
-        return self.loaded.sources[self.index]
+        return self.text
 
     def locate(self, path: str) -> str:
-        return self.loaded.locate(self.index, path) or str(self)
+        from kubetrain.api.loader import locate
+
+        if self.lines is None or self.file is None:
+            return self.text
+        return locate(self.lines, self.file, path) or self.text
 
 
 def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
-    from kubetrain.api.loader import load_file
+    """The objects that loaded, where each came from, and the loader's findings (see also ``checking``)."""
+    loaded = load_files(files)
+    sources = [Source(loaded.sources[i], loaded.lines[i], loaded.files[i]) for i in range(len(loaded.objects))]
+    return loaded.objects, sources, loaded.result
 
-    objects: list[Manifest] = []
-    sources: list[Source] = []
-    result = Result()
+
+def load_files(files: Iterable[str]) -> Loaded:
+    from kubetrain.api.loader import Loaded, load_file
+
+    loaded = Loaded()
     for f in files:
-        loaded: Loaded = load_file(f)
-        objects += loaded.objects
-        sources += [Source(loaded, i) for i in range(len(loaded.objects))]
-        result.extend(loaded.result)
-    return objects, sources, result
+        loaded.extend(load_file(f))
+    return loaded
 
 
 def print_findings(result: Result) -> None:
@@ -93,22 +100,23 @@ def print_findings(result: Result) -> None:
 
 
 def _print(f: Finding, label: str, color: str) -> None:
+    from rich.text import Text
+
+    # Text pieces, never markup: messages quote user input ("[auto cpu gpu]", "labels[x/y]") verbatim.
     where = f"{f.source}: " if f.source else ""
     who = f"{f.obj}: " if f.obj else ""
     path = f"{f.path}: " if f.path else ""
-    stderr.print(
-        f"[bold {color}]{label}[/]: {escape(where)}{escape(who)}[bold]{escape(path)}[/]{escape(f.message)}",
-        markup=True,
-    )
+    stderr.print(Text.assemble((label, f"bold {color}"), ": ", where, who, (path, "bold"), f.message))
     if f.fix:
-        stderr.print(f"  [dim]fix:[/] {escape(f.fix)}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", f.fix))
 
 
 def fail(message: str, fix: str | None = None, code: int = 1) -> NoReturn:
-    # Escaped: messages name fields like `replicatedJobs[node]`, which rich would take for markup and drop.
-    stderr.print(f"[bold red]error[/]: {escape(message)}", markup=True)
+    from rich.text import Text
+
+    stderr.print(Text.assemble(("error", "bold red"), ": ", message))
     if fix:
-        stderr.print(f"  [dim]fix:[/] {escape(fix)}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", fix))
     sys.exit(code)
 
 

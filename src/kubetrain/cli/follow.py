@@ -186,9 +186,11 @@ def _final(title: str, state: StateView | None, name: str, how: str) -> int:
     if state is None:
         return EXIT_FAILED
     color = "green" if state.state == "Complete" else "red"
-    stderr.print(
-        f"{title}: [bold {color}]{state.state}[/] ({state.reason}: {state.message})".replace(" (: )", ""), markup=True
-    )
+    # The reason and message are the job's own text (exceptions, commands): never read as markup.
+    detail = f" ({state.reason}: {state.message})".replace(" (: )", "")
+    from rich.text import Text
+
+    stderr.print(Text.assemble(f"{title}: ", (state.state, f"bold {color}"), detail))
     if state.state != "Complete":
         stderr.print(f"[dim]details: kubetrain describe trainjob {name}{how}[/]", markup=True)
     return exit_code(state)
@@ -378,8 +380,8 @@ def run_local(
     if timed_out:
         now = display.state.explain() if display.state else "unknown"
         stderr.print(
-            f"[bold red]error[/]: timed out after {_human(timeout or 0)} waiting for {title}; state then: "
-            f"{escape(now)}; the TrainJob was stopped (a local run ends with the command)",
+            f"[bold red]error[/]: timed out after {_human(timeout or 0)} waiting for {title}; "
+            f"state then: {escape(now)}; the TrainJob was stopped (a local run ends with the command)",
             markup=True,
         )
         return EXIT_TIMEOUT

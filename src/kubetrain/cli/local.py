@@ -19,27 +19,34 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
-from kubetrain.cli._common import fail, files_option, load_all, print_findings
+from kubetrain.cli._common import fail, files_option, print_findings
 from kubetrain.cli.output import print_applied
 
 if TYPE_CHECKING:
     from kubetrain.api.loader import Manifest
+    from kubetrain.cli.backend import Backend
 
 __all__ = ["print_applied", "register"]
 
 
-def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
-    objects, sources, result = load_all(files)
-    print_findings(result)
-    if not result.ok:
+def _load(
+    files: tuple[str, ...], backend: Backend, namespace: str, cluster: bool
+) -> tuple[list[Manifest], list[str]]:
+    """Load and check the files with the same rules as `validate` (against the backend's installed runtimes);
+    print every finding, deprecation warnings included, and stop on errors before anything is applied."""
+    from kubetrain.cli.checking import check_files
+
+    checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "run")
+    print_findings(checked.result)
+    if not checked.result.ok:
         sys.exit(1)
     # Locally a pod without workingDir starts where its manifest lives, so `command: [torchrun, train.py]`
     # finds a script next to the YAML.
     dirs = []
-    for s in sources:
-        f = s.loaded.files[s.index] if s.loaded.files else "-"
+    for s in checked.sources:
+        f = s.file or "-"
         dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
-    return objects, dirs
+    return checked.objects, dirs
 
 
 def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
@@ -150,7 +157,8 @@ def register(group: click.Group) -> None:
                 sys.exit(code)
         from kubetrain.api import TrainJob
 
-        objects, dirs = _load(files)
+        backend = _backend(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
             fail(
@@ -161,7 +169,6 @@ def register(group: click.Group) -> None:
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
         if cluster:
-            backend = _backend(kubeconfig, context)
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
             if detach:
                 return
@@ -198,10 +205,11 @@ def register(group: click.Group) -> None:
           kubetrain apply -f runtimes/ -f trainjob.yaml
           kubetrain get trainjobs && kubetrain logs my-job -f
         """
-        objects, dirs = _load(files)
         backend = _backend(kubeconfig, context)
+        cluster = _is_cluster(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         wires = [o.to_wire() for o in objects]
-        if _is_cluster(kubeconfig, context):
+        if cluster:
             _run_errors(lambda: print_applied(backend.apply(wires, namespace=namespace)))
             return
         from kubetrain.local.backend import LocalBackend

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,25 @@ def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
         click.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
 
 
+def plain_rich_table(**kwargs: Any) -> Table:
+    """A rich Table whose string cells are shown as written (see ``_plain_table``)."""
+    return _plain_table()(**kwargs)
+
+
+@functools.cache
+def _plain_table() -> type[Table]:
+    """A table whose cells are shown as written: Rich would read ``[x]`` in a message as markup and drop it.
+    (Made on first use: rich is imported only by commands that draw tables.)"""
+    from rich.table import Table
+    from rich.text import Text
+
+    class PlainTable(Table):
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+    return PlainTable
+
+
 def plain_table(headers: list[str], rows: list[list[str]], *, no_headers: bool = False) -> str:
     """Columns padded with three spaces, like kubectl: never truncated, whatever the terminal's width."""
     body = rows if no_headers else [headers, *rows]
@@ -81,9 +101,7 @@ def plain_table(headers: list[str], rows: list[list[str]], *, no_headers: bool =
 
 
 def table(cols: list[str]) -> Table:
-    from rich.table import Table
-
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = _plain_table()(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in cols:
         t.add_column(c, no_wrap=c != "MESSAGE")
     return t
@@ -127,7 +145,7 @@ def print_details(d: Any) -> None:
             str(s.restarts),
             "-" if s.exit_code is None else str(s.exit_code),
             str(s.pid or "-"),
-            escape(": ".join(p for p in (s.reason, s.message) if p)),
+            ": ".join(p for p in (s.reason, s.message) if p),  # a PlainTable cell: shown as written
         )
     out.print(t if d.steps else "  (none started)")
     out.print("[bold]Conditions:[/]")
@@ -149,7 +167,7 @@ def print_details(d: Any) -> None:
     with_objects = any(e.object for e in d.events)
     t = table(["  TIME", "TYPE", "REASON", *(["OBJECT"] if with_objects else []), "MESSAGE"])
     for e in d.events:
-        t.add_row("  " + e.time, e.type, e.reason, *([e.object] if with_objects else []), escape(e.message))
+        t.add_row("  " + e.time, e.type, e.reason, *([e.object] if with_objects else []), e.message)
     out.print(t if d.events else "  (none)")
     for step, lines in (getattr(d, "failure_logs", None) or {}).items():
         exit_code = next((s.exit_code for s in d.steps if s.name == step), None)

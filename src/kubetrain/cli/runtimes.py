@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from kubetrain.api import constants as c
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.yamlio import dump, dump_all
 from kubetrain.cli._backend import is_cluster, select_backend
 from kubetrain.cli._common import fail, load_all, print_findings, stdout
+from kubetrain.cli.output import plain_rich_table
 from kubetrain.runtimes import builtin_runtimes
 
 Key = tuple[str, str | None, str]
@@ -95,7 +95,7 @@ def register(group: click.Group) -> None:
         if output == "yaml":
             click.echo(dump_all([r.to_wire() for r, _ in rows]), nl=False)
             return
-        table = Table(box=None, pad_edge=False)
+        table = plain_rich_table(box=None, pad_edge=False)
         from kubetrain.compiler.podsecurity import lint_runtime
 
         for col in ("NAME", "KIND", "NAMESPACE", "FRAMEWORK", "POLICY", "NODES", "SUPPORT", "POD SECURITY", "SOURCE"):

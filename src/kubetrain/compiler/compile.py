@@ -79,10 +79,16 @@ def compile_trainjob(trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen)
 
 
 def validate_trainjob(trainjob: TrainJob, runtime: AnyRuntime | None, *, old: TrainJob | None = None) -> Result:
-    """Everything ``kubetrain validate`` and the admission webhook check for a TrainJob."""
+    """The TrainJob's own rules plus, when ``runtime`` is given, every check that needs the runtime."""
     result = validate_trainjob_object(trainjob, old=old)
     if runtime is None:
         return result
+    return result.extend(validate_against_runtime(trainjob, runtime, old=old))
+
+
+def validate_against_runtime(trainjob: TrainJob, runtime: AnyRuntime, *, old: TrainJob | None = None) -> Result:
+    """The checks that need the runtime: namespace, deprecation, and every plugin's Validate after enforcing."""
+    result = Result()
     if runtime.kind == c.KIND_TRAINING_RUNTIME and (runtime.metadata.namespace or "default") != trainjob.namespace:
         result.error(
             "spec.runtimeRef",

@@ -61,6 +61,9 @@ class LocalBackend:
         """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them. Returns
         ``kind/name created|configured|unchanged`` per object, like kubectl."""
         applied: list[str] = []
+        runtimes = [m for m in manifests if m.get("kind") in RUNTIME_KINDS]
+        if runtimes:  # all or nothing: an invalid runtime must not be stored next to the valid ones
+            self._check_runtimes(runtimes, namespace)
         for m in manifests:
             if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
                 m = copy.deepcopy(m)
@@ -78,6 +81,24 @@ class LocalBackend:
                     "ClusterTrainingRuntime, ConfigMap or Secret)"
                 )
         return applied
+
+    @staticmethod
+    def _check_runtimes(manifests: list[dict[str, Any]], namespace: str) -> None:
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+        from kubetrain.api.loader import parse_manifest
+        from kubetrain.compiler import Subject, validate_objects
+
+        subjects, findings = [], []
+        for m in manifests:
+            obj, parsed = parse_manifest(m)
+            findings += parsed.errors
+            if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
+                if obj.kind == C.KIND_TRAINING_RUNTIME:
+                    obj.metadata.namespace = obj.metadata.namespace or namespace
+                subjects.append(Subject(obj))
+        findings += [f for r in validate_objects(subjects) for f in r.errors]
+        if findings:
+            raise InvalidObjectError(findings)
 
     def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
@@ -134,7 +155,7 @@ class LocalBackend:
         from pydantic import ValidationError
 
         from kubetrain.api import TrainJob
-        from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+        from kubetrain.compiler import Subject, compile_trainjob, ecdsa_keygen, resolve_runtime, validate_objects
 
         create_only = not detach if create_only is None else create_only
         namespaces.check_available()  # before recording anything: a TrainJob that cannot run is not created
@@ -154,10 +175,11 @@ class LocalBackend:
             if generated:
                 suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
                 tj.metadata.name = f"{tj.metadata.generate_name}{suffix}"
-            runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
-            result.extend(validate_trainjob(tj, runtime))
+            candidates = self.runtimes(only=tj.spec.runtime_ref.name)
+            result = validate_objects([Subject(tj)], installed=candidates, local="run")[0]
             if not result.ok:
                 raise InvalidObjectError(result.errors)
+            runtime, _ = resolve_runtime(tj, candidates)
             assert runtime is not None
             self.last_runtime = (runtime.kind, runtime.metadata.namespace or tj.namespace, runtime.name)
             self.last_warnings = result.warnings

@@ -97,6 +97,75 @@ def rsh_agent() -> str:
     return str(path)
 
 
+# MPI implementations run by Hydra, recognised by the hostfile variable the compiler gives their launcher.
+HYDRA_HOSTFILE_ENV = {"I_MPI_HYDRA_HOST_FILE": "Intel", "HYDRA_HOST_FILE": "MPICH"}
+_GENERIC_LAUNCHERS = ("mpirun", "mpiexec")
+
+
+def mpi_implementation(env: dict[str, str]) -> str | None:
+    """``Intel`` or ``MPICH`` for a launcher container of such a runtime; None otherwise (OpenMPI)."""
+    return next((impl for var, impl in HYDRA_HOSTFILE_ENV.items() if var in env), None)
+
+
+def _intel_dir(path: str) -> bool:
+    low = os.path.realpath(path).lower()
+    return "/intel" in low or "oneapi" in low
+
+
+def hydra_launcher(impl: str, search_path: str, i_mpi_root: str | None = None) -> str:
+    """The implementation's own ``mpiexec``: never another MPI's, whose ranks would ignore the hostfile and all
+    start on the launcher. Raises ``PodError`` naming what is missing."""
+    import shutil
+
+    if impl == "Intel":
+        candidates = [os.path.join(i_mpi_root, "bin", "mpiexec.hydra")] if i_mpi_root else []
+        found = shutil.which("mpiexec.hydra", path=search_path)
+        if found and _intel_dir(found):
+            candidates.append(found)
+        wanted, install = "Intel MPI's mpiexec.hydra", "install Intel MPI (oneAPI) and set I_MPI_ROOT"
+    else:
+        candidates = [x for x in (shutil.which(n, path=search_path) for n in ("mpiexec.mpich", "mpirun.mpich")) if x]
+        found = shutil.which("mpiexec.hydra", path=search_path)
+        if found and not _intel_dir(found):
+            candidates.append(found)
+        wanted, install = "MPICH's mpiexec.hydra (mpiexec.mpich)", "install the Debian package mpich"
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    other = shutil.which("mpirun", path=search_path)
+    seen = f"; the mpirun here is {os.path.realpath(other)}, another MPI whose ranks would ignore the hostfile" if (
+        other) else ""
+    raise PodError(
+        f"mpiImplementation {impl}: its launcher, {wanted}, is not installed on this machine{seen}. kubetrain does "
+        f"not fall back to another MPI (fix: {install}, or use mpiImplementation: OpenMPI)"
+    )
+
+
+def hydra_shim(impl: str, launcher: str) -> str:
+    """A directory whose ``mpirun``/``mpiexec`` start ``launcher``, put first on the launcher pod's PATH so the
+    runtime's ``mpirun ...`` (even inside ``sh -c``) starts the right MPI. Scripts that exec it, not symlinks:
+    Hydra finds its proxy next to the path it was started as."""
+    shim = paths.home() / "bin" / f"mpi-{impl.lower()}"
+    shim.mkdir(parents=True, exist_ok=True)
+    text = f'#!/bin/sh\nexec {shlex.quote(launcher)} "$@"\n'
+    for name in _GENERIC_LAUNCHERS:
+        script = shim / name
+        if not script.exists() or script.read_text() != text:
+            tmp = shim / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(script)
+    return str(shim)
+
+
+def hydra_env(impl: str, launcher: str) -> dict[str, str]:
+    """Environment that makes Hydra reach the other pods through the local rsh stand-in instead of ssh."""
+    agent = rsh_agent()
+    if impl == "Intel":
+        return {"I_MPI_HYDRA_BOOTSTRAP": "rsh", "I_MPI_HYDRA_BOOTSTRAP_EXEC": agent}
+    return {"HYDRA_LAUNCHER": "rsh", "HYDRA_LAUNCHER_EXEC": agent}
+
+
 @dataclass
 class Container:
     name: str
@@ -164,6 +233,12 @@ def prepare_container(
         )
         if os.geteuid() == 0:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        impl = mpi_implementation(env)
+        if impl is not None:
+            launcher = hydra_launcher(impl, env.get("PATH", ""), env.get("I_MPI_ROOT") or os.environ.get("I_MPI_ROOT"))
+            env.update(hydra_env(impl, launcher))
+            # `mpirun`/`mpiexec` (also inside `sh -c`) now start the implementation's own launcher.
+            env["PATH"] = f"{hydra_shim(impl, launcher)}:{env.get('PATH', '')}"
         serve = [sys.executable, "-m", "kubetrain.local.rsh", "serve"]
         if _is_sshd(argv):
             # The runtime's sshd is replaced by the local transport, which also answers the tcp readiness probe.
