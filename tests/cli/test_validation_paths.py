@@ -78,7 +78,7 @@ def test_validate_and_render_see_runtimes_applied_here_and_delete_removes_them(t
     tj = write(tmp_path, "tj.yaml", trainjob())
     assert 'ClusterTrainingRuntime "my-rt" not found' in kubetrain("validate", "-f", tj).output
     applied = kubetrain("apply", "-f", write(tmp_path, "rt.yaml", runtime()))
-    assert applied.exit_code == 0 and "clustertrainingruntime.trainer.kubeflow.org/my-rt applied" in applied.output
+    assert applied.exit_code == 0 and "clustertrainingruntime.trainer.kubeflow.org/my-rt created" in applied.output
     assert kubetrain("validate", "-f", tj).exit_code == 0
     rendered = kubetrain("render", "-f", tj)
     assert rendered.exit_code == 0 and "kind: JobSet" in rendered.output

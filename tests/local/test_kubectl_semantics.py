@@ -72,9 +72,9 @@ def test_changing_an_immutable_field_names_it(kt_home: Path, tmp_path: Path) -> 
         text = " ".join(r.stderr.split())
         assert 'TrainJob "imm" is invalid: spec.trainer: field is immutable (spec.trainer.numNodes: 1 -> 2)' in text
         assert "kubetrain delete trainjob imm" in text
-        h = write(tmp_path / "tj3.yaml", trainjob("imm", "other-runtime", trainer={"numNodes": 1}))
-        assert "spec.runtimeRef: field is immutable (spec.runtimeRef.name: 'sleepy' -> 'other-runtime')" in " ".join(
-            kt("apply", "-f", h).stderr.split()
+        h = write(tmp_path / "tj3.yaml", trainjob("imm", "torch-distributed", trainer={"numNodes": 1}))
+        assert "spec.runtimeRef: field is immutable (spec.runtimeRef.name: 'sleepy' -> 'torch-distributed')" in (
+            " ".join(kt("apply", "-f", h).stderr.split())
         )
         labelled = trainjob("imm", "sleepy", trainer={"numNodes": 1})
         labelled["metadata"]["labels"] = {"team": "a"}

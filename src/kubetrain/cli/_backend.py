@@ -64,7 +64,7 @@ def local_backend() -> Backend:
 
     try:
         return LocalBackend()
-    except KubetrainError as exc:  # an unusable KUBETRAIN_HOME or state file: the message has the fix
-        fail(str(exc))
+    except KubetrainError as exc:  # an unusable KUBETRAIN_HOME or state file: the message says why and the fix
+        raise OSError(str(exc)) from None
 
 
