@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
             "(the SDK builds a virtualenv and pip-installs torch for every job)"
         )
     text = "\n".join(lines) + "\n"
+    shutil.rmtree(work, ignore_errors=True)  # the scripts, manifests and the runs' KUBETRAIN_HOME
     sys.stdout.write(text)
     if not opts.print_only:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
