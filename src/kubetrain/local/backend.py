@@ -24,8 +24,8 @@ from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import LogItem, LogOptions, StateView, WatchItem
-from kubetrain.local import namespaces, paths, pods, reaper, status
-from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
+from kubetrain.local import admission, namespaces, paths, pods, reaper, status
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
 
 if TYPE_CHECKING:
@@ -215,6 +215,7 @@ class LocalBackend:
     ) -> str:
         meta = wire["metadata"]
         _check_exec_sizes(meta["name"], objects)
+        admission.check(objects)
         owner = (os.getpid(), pods.proc_start_time(os.getpid()))
         replaced = self.store.create_trainjob(
             wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
@@ -252,6 +253,7 @@ class LocalBackend:
                 raise InvalidObjectError(result.errors)
             assert runtime is not None
             objects = compile_trainjob(new, runtime, keygen=ecdsa_keygen)
+            admission.check(objects)
         with self.store.transaction():
             fresh = self.store.get_trainjob(row.namespace, row.name)
             if fresh is None or fresh.uid != row.uid:
@@ -338,21 +340,10 @@ class LocalBackend:
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
         from kubetrain.api import TrainJob
-        from kubetrain.api.views import Event, StepView, TrainJobDetails
+        from kubetrain.api.views import Event, TrainJobDetails
 
         row = self._row(name, namespace)
-        steps = [
-            StepView(
-                name=p.name,
-                replicated_job=p.rjob,
-                state=p.state,
-                restarts=p.restarts,
-                exit_code=p.exit_code,
-                pid=p.pid if p.state == "Running" else None,
-                message=p.message,
-            )
-            for p in self.store.list_pods(namespace, name)
-        ]
+        steps = [step_view(p) for p in self.store.list_pods(namespace, name)]
         events = [Event(e.time, e.type, e.reason, e.message) for e in self.store.list_events(namespace, name)]
         jobset = next((o for o in row.objects if o.get("kind") == "JobSet"), {})
         extra = {
