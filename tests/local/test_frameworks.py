@@ -84,6 +84,7 @@ def test_two_torch_trainjobs_on_port_29500_at_once(kt_home: Path, tmp_path: Path
 
 @needs_mpi
 def test_mpi_2_nodes_x_2_slots_allreduce_over_4_ranks(backend: LocalBackend, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)  # the runtime's pods run as uid 1000 (securityContext), which must read the workdir
     (tmp_path / "allreduce.py").write_text(MPI_SCRIPT)
     tj = trainjob(
         "mpi",

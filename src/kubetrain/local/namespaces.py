@@ -130,15 +130,11 @@ def closed_ancestors(paths: Iterable[str], security: Security) -> dict[str, set[
     return closed
 
 
-def _emit_dir(
-    d: str, shadow: set[str], skip: set[str], out: list[str], *, closed: dict[str, set[str]], bind: str
-) -> None:
+def _emit_dir(d: str, shadow: set[str], skip: set[str], out: list[str], *, bind: str) -> None:
     try:
         entries = sorted(os.listdir(d))
     except OSError:
         return
-    if d in closed:
-        entries = [e for e in entries if e in closed[d] or os.path.join(d, e) in shadow]
     for e in entries:
         p = os.path.join(d, e)
         if (d == "/" and p in _SPECIAL) or p in skip:
@@ -146,11 +142,30 @@ def _emit_dir(
         if os.path.islink(p):
             out += ["--symlink", os.readlink(p), p]
         elif p in shadow:
-            mode = 0o755 if p in closed else os.stat(p).st_mode & 0o7777
-            out += ["--perms", f"{mode:04o}", "--tmpfs", p]
-            _emit_dir(p, shadow, skip, out, closed=closed, bind=bind)
+            st = os.stat(p)
+            out += ["--perms", f"{st.st_mode & 0o7777:04o}", "--tmpfs", p]
+            _emit_dir(p, shadow, skip, out, bind=bind)
         elif os.path.isdir(p) or os.path.isfile(p):
             out += [bind, p, p]
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _emit_closed(closed: dict[str, set[str]], out: list[str], *, bind: str) -> None:
+    """Each closed directory is covered by an enterable tmpfs holding only the children on the way (binds are
+    taken from the host's tree, so they reach under the cover)."""
+    for d in sorted(closed, key=lambda d: len(Path(d).parts)):
+        out += ["--perms", "0755", "--tmpfs", d]
+        for child in sorted(closed[d]):
+            p = os.path.join(d, child)
+            if p in closed:
+                continue  # covered by its own tmpfs, next
+            if os.path.islink(p):
+                out += ["--symlink", os.readlink(p), p]
+            elif os.path.isdir(p) or os.path.isfile(p):
+                out += [bind, p, p]
 
 
 def bwrap_argv(
@@ -174,25 +189,27 @@ def bwrap_argv(
         files.append(Bind(resolv_conf, "/etc/resolv.conf", True))
     everything = files + binds
     shadow = _shadowed(everything)
-    closed: dict[str, set[str]] = {}
-    if security is not None and not security.rootless and security.uid != 0:
-        closed = closed_ancestors(reach, security)
-        for d in closed:
-            shadow.update(a for a in _ancestors(d) if a != "/")
     # Symlinked destinations inside a rebuilt directory are left out so the bind lands on the sandbox's tmpfs.
     skip = {b.dest for b in everything if os.path.islink(b.dest) and os.path.dirname(b.dest) in shadow}
     read_only = security is not None and security.read_only_root
+    bind = "--ro-bind" if read_only else "--dev-bind"
     root: list[str] = []
-    _emit_dir("/", shadow, skip, root, closed=closed, bind="--ro-bind" if read_only else "--dev-bind")
+    _emit_dir("/", shadow, skip, root, bind=bind)
     argv += root
     sys_bind = "--bind" if security is not None and security.privileged else "--ro-bind"
     argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", sys_bind, "/sys", "/sys"]
+    closed: dict[str, set[str]] = {}
+    if security is not None and not security.rootless and security.uid != 0:
+        closed = closed_ancestors(reach, security)
+        # What a volume covers (an emptyDir at /tmp) needs no way through: the pod cannot see it anyway.
+        closed = {d: c for d, c in closed.items() if not any(_within(d, b.dest) for b in everything)}
+        _emit_closed(closed, argv, bind=bind)
     for b in sorted(everything, key=lambda b: len(Path(b.dest).parts)):
         argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]
     if read_only:
         # Volumes stay as mounted; everything else (the tmpfs root, rebuilt directories, host binds) is read-only.
         dests = {b.dest for b in everything}
-        for d in sorted(shadow - dests, key=lambda d: -len(Path(d).parts)):
+        for d in sorted((shadow | set(closed)) - dests, key=lambda d: -len(Path(d).parts)):
             argv += ["--remount-ro", d]
         argv += ["--remount-ro", "/"]
     if security is not None:
