@@ -4,6 +4,7 @@ and how a pod waiting on a configuration error is shown."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,12 +218,12 @@ def test_read_only_root_remounts_everything_but_volumes(tmp_path: Path) -> None:
         enter=[], hostname="h", binds=[Bind(str(vol), "/kt-scratch/data")], hosts_file="/dev/null", chdir="/",
         command=["true"], security=sec,
     )
-    pairs = list(zip(argv, argv[1:], strict=False))
+    pairs = list(itertools.pairwise(argv))
     assert ("--ro-bind", "/usr") in pairs and ("--dev-bind", "/usr") not in pairs
     assert ("--bind", str(vol)) in pairs
     assert argv[argv.index("--unshare-pid") - 2 :][:2] == ["--remount-ro", "/"]
     plain = bwrap_argv(enter=[], hostname="h", binds=[], hosts_file="/dev/null", chdir="/", command=["true"])
-    assert "--remount-ro" not in plain and ("--dev-bind", "/usr") in list(zip(plain, plain[1:], strict=False))
+    assert "--remount-ro" not in plain and ("--dev-bind", "/usr") in list(itertools.pairwise(plain))
 
 
 def test_closed_ancestors_are_the_directories_the_uid_cannot_enter(tmp_path: Path) -> None:
@@ -345,6 +346,7 @@ def test_a_pending_pods_waiting_reason_is_split_from_its_message() -> None:
     row = PodRow("default", "t", "node-0-0", "node", "Pending", None, None, None, 0,
                  "CreateContainerConfigError: container has runAsNonRoot and image will run as root", "log")
     v = step_view(row)
-    assert (v.reason, v.message) == ("CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
+    assert v.reason == "CreateContainerConfigError"
+    assert v.message == "container has runAsNonRoot and image will run as root"
     row.message = "exit code 1; back-off 10s restarting failed container"
     assert step_view(row).reason is None

@@ -168,14 +168,20 @@ def test_ids_capabilities_and_files_as_an_unprivileged_user(account: pwd.struct_
             "nonroot",
             {
                 "securityContext": {"runAsNonRoot": True},
-                "containers": [{"name": "node", "image": "p", "command": ["true"], "securityContext": {"runAsUser": 0}}],
+                "containers": [
+                    {"name": "node", "image": "p", "command": ["true"], "securityContext": {"runAsUser": 0}}
+                ],
             },
             [],
             "step node-0-0: Pending (CreateContainerConfigError: container's runAsUser breaks non-root policy (pod:",
         ),
         (
             "privileged",
-            {"containers": [{"name": "node", "image": "p", "command": ["true"], "securityContext": {"privileged": True}}]},
+            {
+                "containers": [
+                    {"name": "node", "image": "p", "command": ["true"], "securityContext": {"privileged": True}}
+                ]
+            },
             ["--allow-privileged"],
             "securityContext.privileged: privileged containers need root, and kubetrain runs as uid",
         ),

@@ -271,8 +271,6 @@ def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
     """What a pod running as another host user (root only) must be able to enter: its working directory, the
     Python environment standing in for its image (and the interpreter that environment links to), kubetrain's
     own code and, for MPI, the rsh stand-in."""
-    import kubetrain
-
     prefix = image_env_prefix(container.spec.get("image"))
     out = [chdir, prefix, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
     for name in ("python3", "python"):
@@ -280,7 +278,7 @@ def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
         if os.path.exists(exe):
             out.append(os.path.dirname(os.path.dirname(os.path.realpath(exe))))
             break
-    out.append(os.path.dirname(os.path.dirname(os.path.realpath(kubetrain.__file__))))
+    out.append(str(Path(__file__).resolve().parents[2]))  # the directory holding the kubetrain package
     if ctx.mpi:
         out.append(str(paths.home() / "bin"))
     return [os.path.realpath(p) for p in out]
