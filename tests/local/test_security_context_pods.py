@@ -304,6 +304,21 @@ def test_a_working_directory_the_uid_cannot_read_is_named(backend: LocalBackend,
     assert f"Fix: `chmod o+rx {wd}`" in failed["message"]
 
 
+def test_a_working_directory_under_a_volume_is_named(backend: LocalBackend, tmp_path: Path) -> None:
+    wd = workdir(tmp_path)
+    pod = {
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "containers": [{"name": "node", "image": "p", "command": cmd(),
+                        "volumeMounts": [{"name": "tmp", "mountPath": str(tmp_path)}]}],
+    }
+    failed = condition(run(backend, pod, wd, name="covered"), "Failed")
+    assert failed is not None and failed["reason"] == "PodStartFailed"
+    assert (
+        f"its working directory defaults to the manifest's directory {wd}, which the volume 'tmp' mounted at "
+        f"{tmp_path} covers inside the pod. Fix: keep the manifest (and the files it runs) outside {tmp_path}"
+    ) in failed["message"]
+
+
 def test_exec_probes_run_as_the_container(backend: LocalBackend, tmp_path: Path) -> None:
     check = 'test "$(id -u)" = 54321 && grep -q "^CapEff:[[:space:]]*0000000000000000" /proc/self/status'
     server = {

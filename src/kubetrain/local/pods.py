@@ -284,6 +284,19 @@ def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
     return [os.path.realpath(p) for p in out]
 
 
+def _check_workdir_visible(chdir: str, spec: dict[str, Any], where: str) -> None:
+    """The manifest's directory (the local default working directory) hidden under a volume (an emptyDir at
+    /tmp, as restricted runtimes have) would fail as an unexplained crash loop: say so instead."""
+    for m in spec.get("volumeMounts") or []:
+        dest = os.path.normpath(m.get("mountPath") or "/")
+        if chdir == dest or chdir.startswith(dest.rstrip("/") + "/"):
+            raise PodError(
+                f"{where}: its working directory defaults to the manifest's directory {chdir}, which the volume "
+                f"{m.get('name')!r} mounted at {dest} covers inside the pod. Fix: keep the manifest (and the files "
+                f"it runs) outside {dest}, or set workingDir"
+            )
+
+
 def _check_identity(security: sc.Security, chdir: str, where: str) -> None:
     """A root-mode pod running as another user must be able to enter its working directory."""
     try:
@@ -311,6 +324,8 @@ def start_container(
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
     chdir = container.spec.get("workingDir") or ctx.workdir
+    if not container.spec.get("workingDir"):
+        _check_workdir_visible(chdir, container.spec, where)
     security = container.security
     other_user = security is not None and not security.rootless and security.uid != 0
     if other_user:

@@ -186,12 +186,14 @@ def _passwd(uid: int) -> pwd.struct_passwd | None:
 
 
 def _image_groups(user: pwd.struct_passwd | None) -> list[int]:
-    """Groups the "image" (this machine's /etc/group) gives the user, as containerd adds them by default."""
+    """Groups the "image" (this machine's group database) gives the user besides its own, as containerd adds
+    them by default."""
     if user is None:
         return []
-    import grp
-
-    return [g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem]
+    try:
+        return [g for g in os.getgrouplist(user.pw_name, user.pw_gid) if g != user.pw_gid]
+    except OSError:
+        return []
 
 
 def resolve(
