@@ -16,7 +16,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local import security_context as sc
 from kubetrain.local.env import ObjectIndex, command_line, container_env
-from kubetrain.local.namespaces import Bind, bwrap_argv, which
+from kubetrain.local.namespaces import Bind, bwrap_argv
 from kubetrain.local.plan import PodPlan
 from kubetrain.local.volumes import container_binds
 
@@ -297,22 +297,6 @@ def _check_workdir_visible(chdir: str, spec: dict[str, Any], where: str) -> None
             )
 
 
-def _check_identity(security: sc.Security, chdir: str, where: str) -> None:
-    """A root-mode pod running as another user must be able to enter its working directory."""
-    try:
-        st = os.stat(chdir)
-    except OSError:
-        return  # bwrap's own error names it
-    if not security.may(st, os.X_OK | os.R_OK):
-        owner = "root" if st.st_uid == 0 else f"uid {st.st_uid}"
-        raise PodError(
-            f"{where}: the container runs as uid {security.uid} (securityContext.runAsUser), which may not read "
-            f"its working directory {chdir} (owned by {owner}, mode {st.st_mode & 0o7777:04o}). Like an image's "
-            f"files, it must be readable by that user. Fix: `chmod o+rx {chdir}` (or chgrp it to gid "
-            f"{security.gid}), set workingDir to a directory that user can read, or run kubetrain as that user"
-        )
-
-
 def start_container(
     pod: PodPlan,
     container: Container,
@@ -330,14 +314,14 @@ def start_container(
     other_user = security is not None and not security.rootless and security.uid != 0
     if other_user:
         assert security is not None
-        _check_identity(security, chdir, where)
+        sc.check_workdir(security, chdir, where)
     if container.program and not _is_sshd([container.program]):
         check_program(
             container.program, container.env.get("PATH", ""), chdir, binds, where,
             security=security if other_user else None,
         )
     check_exec_size(container.argv, container.env, where)
-    command = [*_exec_prefix(security), *container.argv]
+    command = [*(security.exec_prefix() if security is not None else []), *container.argv]
     argv = bwrap_argv(
         enter=ctx.enter,
         hostname=pod.name,
@@ -375,13 +359,6 @@ def start_container(
                 raise PodError(f"{where}: could not start the pod sandbox ({argv[0]}): {exc.strerror}") from None
     finally:
         os.close(fd)
-
-
-def _exec_prefix(security: sc.Security | None, *, entering: bool = False) -> list[str]:
-    if security is None:
-        return []
-    prefix = security.exec_prefix(entering=entering)
-    return [which("setpriv") or "setpriv", *prefix[1:]]
 
 
 class ExecError(PodError):
@@ -502,7 +479,8 @@ def run_exec_probe(probe: dict[str, Any], container: Container, ctx: PodContext)
     if not inner:
         return False
     # The probe runs as the container does (its ids and capabilities), not with what nsenter gives.
-    command = [*_exec_prefix(container.security, entering=True), *probe["exec"]["command"]]
+    sec = container.security
+    command = [*(sec.exec_prefix(entering=True) if sec is not None else []), *probe["exec"]["command"]]
     if ctx.rootless:
         # The pod's user namespace is a child of the TrainJob's; only from inside the TrainJob's (where the pod's
         # network already is) may we enter it, so: TrainJob namespaces first, then the pod's own.

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.errors import KubetrainError
+from kubetrain.local.namespaces import which
 
 # Linux capabilities by number (capability.h); /proc/<pid>/status shows them as bit masks.
 ALL_CAPS: tuple[str, ...] = (
@@ -122,6 +123,7 @@ class Security:
             out += ["--reuid", str(self.uid), "--regid", str(self.gid)]
             out += ["--groups", ",".join(map(str, self.groups))] if self.groups else ["--clear-groups"]
         # Ambient and inheritable capabilities would survive the exec; a container's never do.
+        out[0] = which("setpriv") or "setpriv"  # the same path inside: the host's /usr is the pod's
         return [*out, "--inh-caps", "-all", "--ambient-caps", "-all", "--"]
 
     def may(self, st: os.stat_result, want: int) -> bool:
@@ -298,6 +300,22 @@ def resolve(
         fs_group=fs_group,
         fs_group_policy=str(psc.get("fsGroupChangePolicy") or "Always"),
     )
+
+
+def check_workdir(security: Security, chdir: str, where: str) -> None:
+    """A root-mode pod running as another user must be able to read its working directory, as an image's."""
+    try:
+        st = os.stat(chdir)
+    except OSError:
+        return  # bubblewrap's own error names it
+    if not security.may(st, os.X_OK | os.R_OK):
+        owner = "root" if st.st_uid == 0 else f"uid {st.st_uid}"
+        raise SecurityContextError(
+            f"{where}: the container runs as uid {security.uid} (securityContext.runAsUser), which may not read "
+            f"its working directory {chdir} (owned by {owner}, mode {st.st_mode & 0o7777:04o}). Like an image's "
+            f"files, it must be readable by that user. Fix: `chmod o+rx {chdir}` (or chgrp it to gid "
+            f"{security.gid}), set workingDir to a directory that user can read, or run kubetrain as that user"
+        )
 
 
 def privileged_needs_root(where: str) -> str:
