@@ -95,13 +95,6 @@ class Security:
     """Requested ``fsGroup``/``supplementalGroups`` an ordinary user's pod cannot be given (one gid is mapped)."""
     home: str | None = None
     """``HOME`` for a process that runs as another host user than kubetrain (root only), from its passwd entry."""
-    fs_group: int | None = None
-    fs_group_policy: str = "Always"
-
-    @property
-    def same_user(self) -> bool:
-        """Runs with kubetrain's own rights on the host (an ordinary user's pod, or root's as root)."""
-        return self.rootless or self.uid == 0
 
     def bwrap_options(self) -> list[str]:
         """Options for the pod's bubblewrap. Without root the ids are mapped in bubblewrap's user namespace and
@@ -297,8 +290,6 @@ def resolve(
         rootless=rootless,
         unmapped_groups=unmapped,
         home=home,
-        fs_group=fs_group,
-        fs_group_policy=str(psc.get("fsGroupChangePolicy") or "Always"),
     )
 
 
