@@ -57,10 +57,21 @@ def test_num_nodes_zero_is_accepted_negative_rejected_at_load() -> None:
 @pytest.mark.parametrize("field", ["runtimeRef", "managedBy", "trainer", "initializer", "activeDeadlineSeconds"])
 def test_immutable_fields(field: str) -> None:
     old = TrainJobBuilder().build()
-    changes = {"runtimeRef": {"name": "other"}, "managedBy": c.MANAGED_BY_MULTIKUEUE, "trainer": {"numNodes": 3},
+    changes = {"runtimeRef": {"name": "other"}, "managedBy": c.MANAGED_BY_MULTIKUEUE, "trainer": {"image": "x:1"},
                "initializer": {"dataset": {"storageUri": "hf://x"}}, "activeDeadlineSeconds": 5}
     new = TrainJobBuilder().spec(**{field: changes[field]}).build()
     assert errors(validate_trainjob_object(new, old=old)) == {f"spec.{field}": "field is immutable"}
+
+
+def test_num_nodes_is_the_trainer_field_that_may_change() -> None:
+    # Whether it may change for this TrainJob depends on its runtime (elastic or not): the compiler decides.
+    old = TrainJobBuilder().trainer(numNodes=2, image="x:1").build()
+    assert validate_trainjob_object(TrainJobBuilder().trainer(numNodes=3, image="x:1").build(), old=old).ok
+    assert validate_trainjob_object(TrainJobBuilder().trainer(image="x:1").build(), old=old).ok
+    # A trainer that only carries numNodes appears or disappears without touching anything immutable.
+    assert validate_trainjob_object(TrainJobBuilder().trainer(numNodes=3).build(), old=TrainJobBuilder().build()).ok
+    changed = TrainJobBuilder().trainer(numNodes=3, image="x:2").build()
+    assert errors(validate_trainjob_object(changed, old=old)) == {"spec.trainer": "field is immutable"}
 
 
 def test_runtime_patches_change_only_while_suspended() -> None:

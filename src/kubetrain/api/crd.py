@@ -76,7 +76,6 @@ _TORCH_NPROC_RULE: Final = {
 _FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (trainjob.TrainJobSpec, "runtime_ref"): [_IMMUTABLE],
     (trainjob.TrainJobSpec, "initializer"): [_IMMUTABLE],
-    (trainjob.TrainJobSpec, "trainer"): [_IMMUTABLE],
     (trainjob.TrainJobSpec, "active_deadline_seconds"): [_IMMUTABLE],
     (trainjob.TrainJobSpec, "managed_by"): [_MANAGED_BY_RULE, _IMMUTABLE],
     (trainjob.RuntimePatch, "manager"): [_IMMUTABLE],
@@ -104,7 +103,20 @@ _FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (jobset.ReplicatedJob, "depends_on"): [_JOBSET_IMMUTABLE],
 }
 
+# The trainer is immutable except numNodes, which elastic runtimes may change (the scale subresource writes it).
+# One rule per field, at the trainer, so adding or removing a field is caught too (a transition rule on the field
+# itself runs only when both sides have it). Whether numNodes may change is the webhook's call: it needs the
+# runtime.
+_TRAINER_FIELDS_IMMUTABLE: Final = [
+    {
+        "rule": f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
+        "message": f"field is immutable: {f} cannot change (only numNodes may, for an elastic runtime)",
+    }
+    for f in ("image", "command", "args", "env", "resourcesPerNode", "numProcPerNode")
+]
+
 _MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    trainjob.Trainer: _TRAINER_FIELDS_IMMUTABLE,
     trainjob.TrainJob: [
         {
             "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
@@ -167,7 +179,8 @@ _DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (trainjob.TrainJobSpec, "initializer"): "Dataset and model initializers that run before the trainer. "
     "Cannot be changed after creation.",
     (trainjob.TrainJobSpec, "trainer"): "Overrides for the trainer nodes (image, command, node count, "
-    "resources). Cannot be changed after creation.",
+    "resources). Cannot be changed after creation, except numNodes when the runtime has a torch elasticPolicy "
+    "(`kubectl scale trainjob/NAME --replicas N`).",
     (trainjob.TrainJobSpec, "labels"): "Labels added to the JobSet (v2.1 API; prefer runtimePatches).",
     (
         trainjob.TrainJobSpec,
@@ -213,6 +226,8 @@ _DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (trainjob.TrainJobStatus, "conditions"): "Suspended, Complete and Failed conditions.",
     (trainjob.TrainJobStatus, "jobs_status"): "Pod counts per replicated job, copied from the JobSet.",
     (trainjob.TrainJobStatus, "trainer_status"): "Progress reported by the training process.",
+    (trainjob.TrainJobStatus, "scaling"): "Restart budget carried across JobSet re-creations of an elastic "
+    "TrainJob whose node count changed.",
     (runtime.TrainingRuntimeSpec, "ml_policy"): "How the job is distributed: node count and at most one "
     "framework policy (torch, mpi, jax, xgboost, flux).",
     (runtime.TrainingRuntimeSpec, "pod_group_policy"): "Gang scheduling through a PodGroup (coscheduling or "
@@ -436,6 +451,7 @@ def _crd(
     scope: str,
     columns: list[dict[str, str]],
     status: bool,
+    scale: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": VERSION,
@@ -446,6 +462,8 @@ def _crd(
     }
     if status:
         version["subresources"] = {"status": {}}
+    if scale:
+        version.setdefault("subresources", {})["scale"] = scale
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -467,6 +485,14 @@ def _crd(
         },
     }
 
+
+# `kubectl scale` and a HorizontalPodAutoscaler change the trainer's node count through this subresource; the
+# operator keeps the status side (the running JobSet's node count and the trainer pods' selector) current.
+TRAINJOB_SCALE: Final = {
+    "specReplicasPath": ".spec.trainer.numNodes",
+    "statusReplicasPath": ".status.numNodes",
+    "labelSelectorPath": ".status.selector",
+}
 
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _FRAMEWORK: Final = {
@@ -503,6 +529,7 @@ def generate_crds() -> list[dict[str, Any]]:
                 _AGE,
             ],
             True,
+            TRAINJOB_SCALE,
         ),
         build(
             runtime.TrainingRuntime,

@@ -14,7 +14,7 @@ from kubetrain.api.errors import Result
 from kubetrain.api.podschema import check_pod_spec
 from kubetrain.api.resources import check_resources
 from kubetrain.api.runtime import AnyRuntime
-from kubetrain.api.trainjob import TrainJob
+from kubetrain.api.trainjob import Trainer, TrainJob
 
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -113,11 +113,20 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
     return result
 
 
+def _without_num_nodes(trainer: Trainer | None) -> Trainer | None:
+    """The trainer as far as it is immutable: numNodes may change for elastic runtimes (the compiler checks the
+    runtime), so it is left out; a trainer that only set numNodes counts as no trainer."""
+    if trainer is None:
+        return None
+    rest = trainer.model_copy(update={"num_nodes": None})
+    return None if rest == Trainer() else rest
+
+
 def _immutable(result: Result, new: TrainJob, old: TrainJob) -> None:
     pairs = {
         "spec.runtimeRef": (new.spec.runtime_ref, old.spec.runtime_ref),
         "spec.initializer": (new.spec.initializer, old.spec.initializer),
-        "spec.trainer": (new.spec.trainer, old.spec.trainer),
+        "spec.trainer": (_without_num_nodes(new.spec.trainer), _without_num_nodes(old.spec.trainer)),
         "spec.managedBy": (new.spec.managed_by, old.spec.managed_by),
         "spec.activeDeadlineSeconds": (new.spec.active_deadline_seconds, old.spec.active_deadline_seconds),
     }

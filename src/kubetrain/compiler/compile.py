@@ -24,7 +24,7 @@ from kubetrain.compiler.plugins.mpi import MPI
 from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
 from kubetrain.compiler.plugins.simple import JAX, PlainML, XGBoost
 from kubetrain.compiler.plugins.snapshot import Snapshot
-from kubetrain.compiler.plugins.torch import Torch
+from kubetrain.compiler.plugins.torch import Torch, elastic_policy_of
 
 # One instance of each plugin; phase lists below fix the order within a phase.
 _TORCH, _MPI, _PLAIN, _JAX, _XGB = Torch(), MPI(), PlainML(), JAX(), XGBoost()
@@ -107,4 +107,25 @@ def validate_against_runtime(trainjob: TrainJob, runtime: AnyRuntime, *, old: Tr
     for plugin in VALIDATE:
         result.extend(plugin.validate(info, old))
     result.extend(validate_hostnames(info))
+    if old is not None:
+        _node_count_change(result, trainjob, old, runtime)
     return result
+
+
+def _num_nodes(trainjob: TrainJob) -> int | None:
+    return trainjob.spec.trainer.num_nodes if trainjob.spec.trainer is not None else None
+
+
+def _node_count_change(result: Result, new: TrainJob, old: TrainJob, runtime: AnyRuntime) -> None:
+    """numNodes of an existing TrainJob may change (kubectl scale, an HPA) only when torch elastic training can
+    take a new world size; the torch plugin checks the new value against minNodes..maxNodes."""
+    before, after = _num_nodes(old), _num_nodes(new)
+    if before == after or elastic_policy_of(runtime) is not None:
+        return
+    shown = {None: "unset"}
+    result.error(
+        "spec.trainer.numNodes",
+        f"numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and {runtime.kind} "
+        f'"{runtime.name}" has none (numNodes {shown.get(before, before)} -> {shown.get(after, after)})',
+        "delete and re-create the TrainJob with the new numNodes, or use a runtime with an elasticPolicy",
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
-from kubetrain.api.runtime import ElasticPolicy
+from kubetrain.api.runtime import AnyRuntime, ElasticPolicy
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import env as e
 from kubetrain.compiler.errors import CompileError
@@ -31,6 +31,12 @@ def resolve_num_proc(info: Info) -> str:
     if value == "auto" and info.gpu_count() > 0:
         return "auto"
     return str(max(1, cpu_count(info.effective_resources())))
+
+
+def elastic_policy_of(runtime: AnyRuntime) -> ElasticPolicy | None:
+    """The runtime's torch elasticPolicy: only then may a TrainJob's node count change while it runs."""
+    ml = runtime.spec.ml_policy
+    return ml.torch.elastic_policy if ml is not None and ml.torch is not None else None
 
 
 def elastic_bounds(policy: ElasticPolicy, count: int) -> tuple[int, int]:
@@ -61,6 +67,12 @@ class Torch:
         if policy.elastic_policy is not None:
             lo, hi = elastic_bounds(policy.elastic_policy, count)
             nnodes = f"{lo}:{hi}"
+            ep = policy.elastic_policy
+            if trainer_ps is not None and ep.max_restarts is not None:
+                # maxRestarts also bounds the node pods' own failures (an agent that dies takes its pod with it),
+                # unless the runtime's Job template sets its own backoffLimit.
+                job = trainer_ps.replicated_job.setdefault("template", {}).setdefault("spec", {})
+                job.setdefault("backoffLimit", ep.max_restarts)
 
         tune = torchtune.is_torchtune(info.trainjob)
         node = trainer_ps.container(c.NODE) if trainer_ps is not None else None
@@ -98,6 +110,11 @@ class Torch:
             e.set_env(container, c.PET_RDZV_ENDPOINT, f"{info.master_host()}:{c.DEFAULT_PORT}")
             e.set_env(container, c.PET_RDZV_ID, info.name)
             e.set_env(container, c.PET_MAX_RESTARTS, str(ep.max_restarts if ep.max_restarts is not None else 3))
+            # Tuning a user may override through trainer.env (theirs was upserted before this runs).
+            if not _has_env(container, c.PET_RDZV_CONF):
+                e.set_env(container, c.PET_RDZV_CONF, f"last_call_timeout={c.ELASTIC_LAST_CALL_SECONDS}")
+            if not _has_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE):
+                e.set_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE, "1")
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
@@ -140,6 +157,11 @@ class Torch:
         if torchtune.is_torchtune(info.trainjob):
             result.extend(torchtune.validate(info, resolve_num_proc(info)))
         return result
+
+
+def _has_env(container: dict[str, object], name: str) -> bool:
+    env = container.get("env")
+    return isinstance(env, list) and any(isinstance(x, dict) and x.get("name") == name for x in env)
 
 
 def trainer_pod_set(info: Info) -> PodSet | None:
