@@ -25,6 +25,7 @@ ANNOTATION_VOLCANO_GROUP: Final = "scheduling.k8s.io/group-name"
 ANNOTATION_VOLCANO_QUEUE: Final = "scheduling.volcano.sh/queue-name"
 ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+LABEL_REPLICATED_JOB_NAME: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 
 # Ancestor steps.
 ANCESTOR_TRAINER: Final = "trainer"

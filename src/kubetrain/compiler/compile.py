@@ -122,10 +122,12 @@ def _node_count_change(result: Result, new: TrainJob, old: TrainJob, runtime: An
     before, after = _num_nodes(old), _num_nodes(new)
     if before == after or elastic_policy_of(runtime) is not None:
         return
-    shown = {None: "unset"}
+    def shown(n: int | None) -> str:
+        return "unset" if n is None else str(n)
+
     result.error(
         "spec.trainer.numNodes",
         f"numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and {runtime.kind} "
-        f'"{runtime.name}" has none (numNodes {shown.get(before, before)} -> {shown.get(after, after)})',
+        f'"{runtime.name}" has none (numNodes {shown(before)} -> {shown(after)})',
         "delete and re-create the TrainJob with the new numNodes, or use a runtime with an elasticPolicy",
     )

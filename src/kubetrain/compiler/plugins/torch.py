@@ -149,10 +149,15 @@ class Torch:
                     "swap or correct the bounds",
                 )
             if tj is not None and tj.num_nodes is not None and not lo <= tj.num_nodes <= hi:
+                fix = (
+                    f"scale within {lo}..{hi} (the runtime's elasticPolicy)"
+                    if old is not None
+                    else f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes"
+                )
                 result.error(
                     "spec.trainer.numNodes",
                     f"must be between elasticPolicy minNodes ({lo}) and maxNodes ({hi}), got {tj.num_nodes}",
-                    f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes",
+                    fix,
                 )
         if torchtune.is_torchtune(info.trainjob):
             result.extend(torchtune.validate(info, resolve_num_proc(info)))
