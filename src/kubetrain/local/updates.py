@@ -42,8 +42,8 @@ def num_nodes(spec: dict[str, Any]) -> Any:
 
 def _immutable_part(spec: dict[str, Any], field: str) -> Any:
     value = spec.get(field)
-    if field == "trainer" and isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k != "numNodes"} or None
+    if field == "trainer":  # a trainer that only sets numNodes is no trainer as far as immutability goes
+        value = {k: v for k, v in (value or {}).items() if k != "numNodes"}
     return value
 
 
