@@ -70,7 +70,9 @@ def test_changing_an_immutable_field_names_it(kt_home: Path, tmp_path: Path) -> 
         r = kt("apply", "-f", g)
         assert r.returncode == 1 and "Traceback" not in r.stderr
         text = " ".join(r.stderr.split())
-        assert "TrainJob \"imm\" is invalid: spec.trainer: field is immutable (spec.trainer.image: unset -> 'x:2')" in text
+        assert (
+            "TrainJob \"imm\" is invalid: spec.trainer: field is immutable (spec.trainer.image: unset -> 'x:2')"
+        ) in text
         assert "kubetrain delete trainjob imm" in text
         # numNodes may change only for an elastic runtime (tests/local/test_elastic.py); this one is not.
         r = kt("apply", "-f", write(tmp_path / "tj2b.yaml", trainjob("imm", "sleepy", trainer={"numNodes": 2})))
