@@ -232,3 +232,29 @@ def test_resources_per_node_merged_into_the_runtime_container_must_stay_valid() 
     found = errors(validate_trainjob(tj, rt))
     assert found["spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]"] == (
         "after merging into the runtime's node container: must be equal to nvidia.com/gpu limit of 1")
+
+
+@pytest.mark.parametrize(
+    ("metric", "path", "message"),
+    [
+        ({"type": "Cpu"}, "[0].type", "must be one of Resource, ContainerResource, Pods, Object, External, got 'Cpu'"),
+        ({"type": "Resource"}, "[0].resource", "a Resource metric needs `resource`"),
+        ({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}},
+         "[0].resource.target.averageUtilization", "a Utilization target needs averageUtilization"),
+        ({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 0}}},
+         "[0].resource.target.averageUtilization", "must be a whole percentage of at least 1, got 0"),
+        ({"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "Utilization",
+                                                                          "averageUtilization": 5}}},
+         "[0].pods.target.type", "Utilization is a percentage of the pods' requests: only Resource and "
+         "ContainerResource metrics have it"),
+        ({"type": "External", "external": {"metric": {}, "target": {"type": "Value", "value": "1"}}},
+         "[0].external.metric.name", "the metric name is missing"),
+        ({"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue",
+                                                                          "averageValue": "lots"}}},
+         "[0].pods.target.averageValue", "'lots' is not a quantity"),
+    ],
+)
+def test_elastic_metrics_are_metric_specs(metric: dict[str, Any], path: str, message: str) -> None:
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 4, "metrics": [metric]}}).trainer().build()
+    found = errors(validate_runtime_object(rt))
+    assert found == {"spec.mlPolicy.torch.elasticPolicy.metrics" + path: message}

@@ -217,3 +217,28 @@ def test_master_address_ignores_network_subdomain_but_endpoints_use_it() -> None
     js = jobset(TrainJobBuilder().trainer(numNodes=2).build(), rt.build())
     assert env(container(js, "node"))["PET_MASTER_ADDR"] == "test-job-node-0-0.test-job"
     assert c.DEFAULT_PORT == 29500
+
+
+CPU_80 = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+
+
+def test_elastic_metrics_give_an_hpa_owned_by_the_trainjob() -> None:
+    from tests.builders import compile_objects
+
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"minNodes": 2, "maxNodes": 8, "metrics": [CPU_80]}}).trainer()
+    objects = compile_objects(TrainJobBuilder().trainer(numNodes=3).build(), rt.build())
+    hpa = objects["HorizontalPodAutoscaler/test-job"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"] == {
+        "scaleTargetRef": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "test-job"},
+        "minReplicas": 2,
+        "maxReplicas": 8,
+        "metrics": [CPU_80],
+    }
+    owner = hpa["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainJob", "test-job", True)
+    # The HPA comes after the objects pods need, and only with metrics.
+    assert list(objects)[-1] == "HorizontalPodAutoscaler/test-job"
+    no_metrics = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 8}}).trainer()
+    assert not any(k.startswith("HorizontalPodAutoscaler") for k in compile_objects(TrainJobBuilder().build(),
+                                                                                   no_metrics.build()))

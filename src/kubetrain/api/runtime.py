@@ -20,7 +20,11 @@ class ElasticPolicy(Model):
     max_restarts: int | None = Field(None, ge=0, description="Restarts of the worker group before failing.")
     min_nodes: int | None = Field(None, ge=1, description="Fewest nodes training continues with.")
     max_nodes: int | None = Field(None, ge=1, description="Most nodes the job may use.")
-    metrics: list[dict[str, Any]] | None = Field(None, description="autoscaling/v2 MetricSpecs (informational).")
+    metrics: list[dict[str, Any]] | None = Field(
+        None,
+        description="autoscaling/v2 MetricSpecs: a HorizontalPodAutoscaler per TrainJob scales numNodes on them "
+        "between minNodes and maxNodes (locally the supervisor does).",
+    )
 
 
 class EnvInjectionTarget(Model):

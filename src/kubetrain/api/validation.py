@@ -11,6 +11,7 @@ import re
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
+from kubetrain.api.metricspec import check_metrics
 from kubetrain.api.podschema import check_pod_spec
 from kubetrain.api.resources import check_resources
 from kubetrain.api.runtime import AnyRuntime
@@ -165,6 +166,9 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
                 "numNodes should not be set if torch.elasticPolicy is configured",
                 "remove numNodes and set elasticPolicy.minNodes/maxNodes",
             )
+        if ml.torch is not None and ml.torch.elastic_policy is not None:
+            metrics = ml.torch.elastic_policy.metrics
+            result.errors.extend(check_metrics(metrics, "spec.mlPolicy.torch.elasticPolicy.metrics"))
         npp = ml.torch.num_proc_per_node if ml.torch else None
         if isinstance(npp, int) and npp < 1:
             result.error(

@@ -33,8 +33,9 @@ _COSCHED, _VOLCANO, _JOBSET, _SNAPSHOT = Coscheduling(), Volcano(), JobSet(), Sn
 ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB)
 POD_GROUP_POLICY: tuple[PodGroupPolicyPlugin, ...] = (_COSCHED, _VOLCANO)
 PRE_BUILD: tuple[PreBuildPlugin, ...] = (_JOBSET,)
-# Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists.
-BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET)
+# Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists; the
+# torch elastic autoscaler (an HPA targeting the TrainJob) last.
+BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET, _TORCH)
 VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _VOLCANO)
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
 from kubetrain.api.runtime import AnyRuntime, ElasticPolicy
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import env as e
 from kubetrain.compiler.errors import CompileError
+from kubetrain.compiler.framework import object_meta
 from kubetrain.compiler.info import Info, PodSet, cpu_count
+from kubetrain.compiler.keys import KeyGen
 from kubetrain.compiler.plugins import torchtune
 
 
@@ -115,6 +120,31 @@ class Torch:
                 e.set_env(container, c.PET_RDZV_CONF, f"last_call_timeout={c.ELASTIC_LAST_CALL_SECONDS}")
             if not _has_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE):
                 e.set_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE, "1")
+
+    def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
+        """With ``elasticPolicy.metrics``: one autoscaling/v2 HorizontalPodAutoscaler whose target is the TrainJob
+        itself (its scale subresource sets ``spec.trainer.numNodes``), bounded by minNodes..maxNodes."""
+        if not applies(info):
+            return []
+        assert info.ml_policy is not None and info.ml_policy.torch is not None
+        ep = info.ml_policy.torch.elastic_policy
+        trainer_ps = info.trainer()
+        if ep is None or not ep.metrics or trainer_ps is None:
+            return []
+        lo, hi = elastic_bounds(ep, trainer_ps.count)
+        return [
+            {
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": object_meta(info, info.name),
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": c.KIND_TRAINJOB, "name": info.name},
+                    "minReplicas": lo,
+                    "maxReplicas": hi,
+                    "metrics": copy.deepcopy(ep.metrics),
+                },
+            }
+        ]
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
