@@ -142,7 +142,7 @@ class ScalingStatus(Model):
     node_failures: int = Field(
         0, ge=0, description="Trainer pod failures in the JobSets before the current one (restart budget used)."
     )
-    jobset_restarts: int = Field(
+    job_set_restarts: int = Field(
         0, ge=0, description="JobSet failure-policy restarts before the current one (restart budget used)."
     )
 

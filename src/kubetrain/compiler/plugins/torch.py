@@ -44,6 +44,17 @@ def elastic_policy_of(runtime: AnyRuntime) -> ElasticPolicy | None:
     return ml.torch.elastic_policy if ml is not None and ml.torch is not None else None
 
 
+def default_node_count(runtime: AnyRuntime) -> int | None:
+    """An elastic runtime's node count for a TrainJob that does not set numNodes (None: not elastic)."""
+    ep = elastic_policy_of(runtime)
+    if ep is None:
+        return None
+    ml = runtime.spec.ml_policy
+    if ml is not None and ml.num_nodes is not None:
+        return ml.num_nodes
+    return ep.max_nodes or ep.min_nodes or 1
+
+
 def elastic_bounds(policy: ElasticPolicy, count: int) -> tuple[int, int]:
     lo = policy.min_nodes if policy.min_nodes is not None else count
     hi = policy.max_nodes if policy.max_nodes is not None else max(count, lo)
@@ -64,8 +75,7 @@ class Torch:
             if tj is not None and tj.num_nodes is not None:
                 trainer_ps.count = tj.num_nodes
             elif policy.elastic_policy is not None and info.ml_policy.num_nodes is None:
-                ep = policy.elastic_policy
-                trainer_ps.count = ep.max_nodes or ep.min_nodes or 1
+                trainer_ps.count = default_node_count(info.runtime) or 1
         nproc = resolve_num_proc(info)
         count = trainer_ps.count if trainer_ps is not None else 1
         nnodes = str(count)

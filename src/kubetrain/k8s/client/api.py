@@ -83,9 +83,17 @@ class Client:
         return await patching.patch_status(self.session, res, name, namespace, status, field_manager=self.field_manager)
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, missing_ok: bool = False
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        missing_ok: bool = False,
+        propagation: str = "Background",
     ) -> dict[str, Any] | None:
-        return await deleting.delete(self.session, res, name, namespace, missing_ok=missing_ok)
+        return await deleting.delete(
+            self.session, res, name, namespace, missing_ok=missing_ok, propagation=propagation
+        )
 
     def watch(
         self,
