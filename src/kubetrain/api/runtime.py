@@ -60,7 +60,9 @@ class EmptyPolicy(Model):
 
 
 class MLPolicy(Model):
-    num_nodes: int | None = defaulted(1, ge=1, description="Number of training nodes.")
+    # No schema default (upstream has none either): the API server would fill in 1 and then refuse every runtime
+    # with an elasticPolicy by the rule that the two exclude each other. The compiler uses 1 when it is unset.
+    num_nodes: int | None = Field(None, ge=1, description="Number of training nodes. Defaults to 1.")
     torch: TorchPolicy | None = None
     mpi: MPIPolicy | None = None
     jax: EmptyPolicy | None = None
