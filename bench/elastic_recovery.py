@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import write_section  # noqa: E402
+from _report import write_section
 
 SCRIPT = textwrap.dedent("""
     import os, pathlib, signal, time, torch, torch.distributed as dist
@@ -83,7 +83,9 @@ class Case:
         tj = {
             "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
             "spec": {"runtimeRef": {"name": "bench-elastic"}, "trainer": {
-                "numNodes": nodes, "command": ["torchrun", "train.py"], "env": env + (BASELINE_ENV if baseline else [])}},
+                "numNodes": nodes, "command": ["torchrun", "train.py"],
+                "env": env + (BASELINE_ENV if baseline else []),
+            }},
         }
         (work / f"{name}.yaml").write_text(yaml.safe_dump_all([_runtime(max_nodes), tj]))
 

@@ -32,7 +32,9 @@ KUBECTL = os.environ.get("KUBETRAIN_E2E_KUBECTL", "/opt/cp/bin/kubectl")
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
 
 
-NUM_NODES_DEFAULT = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/mlPolicy/properties/numNodes/default"
+NUM_NODES_DEFAULT = (
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/mlPolicy/properties/numNodes/default"
+)
 
 
 def _trainjob_crd_with_scale(kubeconfig: str) -> None:
