@@ -34,6 +34,14 @@ DEFAULT_PORT: Final = 10443
 # Opt-out of progress derived from log lines (beyond upstream), per TrainJob.
 ANNOTATION_LOG_PROGRESS: Final = "kubetrain.dev/log-progress"
 
+_OFF: Final = ("false", "off", "no", "0", "disabled")
+
+
+def log_progress_enabled(annotation: str | None) -> bool:
+    """Whether progress may be derived from log lines, given the TrainJob's ``kubetrain.dev/log-progress``."""
+    return annotation is None or str(annotation).strip().lower() not in _OFF
+
+
 MAX_BODY: Final = 64 * 1024
 MAX_METRICS: Final = 256
 MAX_METRIC_TEXT: Final = 64

@@ -363,6 +363,7 @@ class LocalBackend:
             extra,
             state=state_of(row, pod_rows),
             failure_logs=failure_logs(pod_rows),
+            progress_source=self.store.last_progress_source(namespace, name),
         )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:

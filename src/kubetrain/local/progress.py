@@ -30,12 +30,11 @@ READ_MAX = 1024 * 1024
 """Bytes read per log and round; a larger backlog is skipped to its last ``KEEP_TAIL`` bytes (only the latest
 state of a bar matters)."""
 KEEP_TAIL = 256 * 1024
-OFF_VALUES = ("false", "off", "no", "0", "disabled")
 
 
 def log_progress_enabled(trainjob: dict[str, Any]) -> bool:
-    value = ((trainjob.get("metadata") or {}).get("annotations") or {}).get(P.ANNOTATION_LOG_PROGRESS)
-    return value is None or str(value).strip().lower() not in OFF_VALUES
+    return P.log_progress_enabled(((trainjob.get("metadata") or {}).get("annotations") or {}).get(
+        P.ANNOTATION_LOG_PROGRESS))  # fmt: skip
 
 
 class _Tail:
