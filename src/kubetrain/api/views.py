@@ -131,6 +131,17 @@ class ProgressChange:
 
 
 @dataclass(frozen=True)
+class ProgressPoint:
+    """One recorded ``trainerStatus`` of a TrainJob (``kubetrain metrics``)."""
+
+    time: float
+    """When it was recorded (seconds since the epoch)."""
+    trainer_status: dict[str, Any]
+    source: str | None = None
+    """``report`` (the job), ``logs`` (derived from its log lines), or None (a cluster: the API's latest)."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the user should know that is not a log line or a state: a step's log cannot be read."""
 
@@ -182,6 +193,11 @@ class Backend(Protocol):
         self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
     ) -> Iterator[WatchItem | None]:
         """The current TrainJobs as ``ADDED``, then every change, forever; ``None`` heartbeats in between."""
+        ...
+
+    def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
+        """Every ``trainerStatus`` the TrainJob had, oldest first, as far as this backend keeps them (a
+        cluster keeps only the latest)."""
         ...
 
     def delete_trainjob(self, name: str, namespace: str) -> None: ...
