@@ -249,6 +249,9 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("", "namespaces"): {"get"},
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update"},
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update"},
+        # The status endpoint: report tokens reviewed, the reporting pod looked up among the TrainJob's.
+        ("", "pods"): {"list"},
+        ("authentication.k8s.io", "tokenreviews"): {"create"},
     }
     hooks = [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert sorted(n for r in hooks for n in r["resourceNames"]) == [
