@@ -240,7 +240,7 @@ def bar_text(percent: int | None, width: int = 24) -> str:
     """``[##########··········]`` (ASCII, so it survives any terminal or log file)."""
     if percent is None:
         return "[" + "?" * width + "]"
-    filled = round(width * max(0, min(100, percent)) / 100)
+    filled = width * max(0, min(100, percent)) // 100  # never drawn further than done
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
