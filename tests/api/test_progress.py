@@ -131,6 +131,10 @@ def test_tqdm_bar_with_eta_and_postfix_metrics() -> None:
 def test_carriage_return_redraws_count_by_their_last_state() -> None:
     ts = derived(("\r  3%|▎ | 30/1000 [00:10<05:23,  3.00it/s]\r  4%|▍ | 40/1000 [00:13<05:20,  3.00it/s]", 1.0))
     assert ts is not None and ts["progressPercentage"] == 4 and ts["estimatedRemainingSeconds"] == 320
+    # Thousands of redraws on one "line" (no newline for minutes) still count by the last one.
+    redraws = "".join(f"\r{i // 10:3d}%|#   | {i}/1000 [00:01<00:02,  9.00it/s]" for i in range(1000))
+    ts = derived((redraws + "\r", 0.0))
+    assert len(redraws) > 4096 and ts is not None and ts["progressPercentage"] == 99
 
 
 def test_hf_trainer_dicts_and_bars_that_are_not_training_are_ignored() -> None:

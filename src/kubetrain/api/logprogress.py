@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubetrain.api.logtext import collapse_cr
 from kubetrain.api.progress import INT32_MAX, MAX_METRIC_TEXT
 
 MAX_METRICS: Final = 32
@@ -51,6 +50,13 @@ _NOT_TRAINING = re.compile(
 )
 _BYTES = re.compile(r"[kMGT]?i?B/s")
 _SKIP_METRICS = {"v_num"}
+
+
+def _last_state(line: str) -> str:
+    """What a terminal shows of a line redrawn with carriage returns (``collapse_cr`` without splitting it all)."""
+    end = len(line.rstrip("\r"))
+    start = line.rfind("\r", 0, end) + 1
+    return line[start:end]
 
 
 def _seconds(text: str) -> int | None:
@@ -102,11 +108,9 @@ class LogProgress:
         recognised."""
         self._changed = False
         for raw in text.split("\n"):
-            if len(raw) > MAX_LINE:
-                continue
-            # A bar rewritten with \r: its last state is what counts, but metrics of a dict line never hide there.
-            line = collapse_cr(raw).strip() if "\r" in raw else raw.strip()
-            if line:
+            # A bar redrawn with \r: only its last state counts (found from the end: redraws cost nothing).
+            line = _last_state(raw) if "\r" in raw else raw
+            if len(line) <= MAX_LINE and (line := line.strip()):
                 self._line(line, now)
         return self._changed
 

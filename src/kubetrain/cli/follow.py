@@ -110,7 +110,7 @@ class Display:
     def _derive(self, item: LogChunk) -> None:
         if self.derive is None or (self.progress is not None and self.progress.source != "logs"):
             return
-        self.derive.feed(item.text.replace("\r", "\n"), time.time())
+        self.derive.feed(item.text, time.time())
         now = time.monotonic()
         if now - self._derived_at < DERIVE_EVERY:
             return

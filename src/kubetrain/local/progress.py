@@ -66,7 +66,8 @@ class _Tail:
         # tqdm draws "\r<bar>": the text after the last \r is the bar's current state, complete as soon as it was
         # written. It is read now and kept, so a line still being written is read again once it is whole.
         self.partial = data[cut + 1 :][-KEEP_TAIL:]
-        return (data[: cut + 1] + self.partial).replace(b"\r", b"\n").decode(errors="replace")
+        # Carriage returns stay: the parser keeps only the last state of a redrawn line (cheap for chatty bars).
+        return (data[: cut + 1] + self.partial).decode(errors="replace")
 
 
 class ProgressKeeper:
