@@ -12,55 +12,66 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kubetrain.api.constants import GROUP, VERSION
-
-# What the official SDK (``kubeflow.trainer.update_trainjob_status``) reads, and where upstream mounts it.
-ENV_URL: Final = "KUBEFLOW_TRAINER_SERVER_URL"
-ENV_CA_CERT: Final = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
-ENV_TOKEN: Final = "KUBEFLOW_TRAINER_SERVER_TOKEN"
-ENV_NAMES: Final = (ENV_URL, ENV_CA_CERT, ENV_TOKEN)
-MOUNT_DIR: Final = "/var/run/secrets/kubeflow/trainer"
-TOKEN_FILE: Final = "token"
-CA_FILE: Final = "ca.crt"
-VOLUME_NAME: Final = "kubeflow-trainer-token"
-TOKEN_AUDIENCE: Final = "trainer.kubeflow.org"
-TOKEN_EXPIRATION_SECONDS: Final = 3600
-DEFAULT_PORT: Final = 10443
-
-# Opt-out of progress derived from log lines (beyond upstream), per TrainJob.
-ANNOTATION_LOG_PROGRESS: Final = "kubetrain.dev/log-progress"
-
-_OFF: Final = ("false", "off", "no", "0", "disabled")
-
-
-def log_progress_enabled(annotation: str | None) -> bool:
-    """Whether progress may be derived from log lines, given the TrainJob's ``kubetrain.dev/log-progress``."""
-    return annotation is None or str(annotation).strip().lower() not in _OFF
-
-
-MAX_BODY: Final = 64 * 1024
-MAX_METRICS: Final = 256
-MAX_METRIC_TEXT: Final = 64
-INT32_MAX: Final = 2**31 - 1
-
-_PATH = re.compile(
-    rf"^/apis/{re.escape(GROUP)}/{VERSION}/namespaces/(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
-    r"/trainjobs/(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/status$"
+from kubetrain.api.trainer_status import (
+    ANNOTATION_LOG_PROGRESS as ANNOTATION_LOG_PROGRESS,
 )
-
-
-def status_path(namespace: str, name: str) -> str:
-    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/trainjobs/{name}/status"
-
-
-def parse_path(path: str) -> tuple[str, str] | None:
-    """``(namespace, name)`` of a status-endpoint path, or None for any other path."""
-    m = _PATH.match(path)
-    return (m.group("ns"), m.group("name")) if m else None
+from kubetrain.api.trainer_status import (
+    CA_FILE as CA_FILE,
+)
+from kubetrain.api.trainer_status import (
+    DEFAULT_PORT as DEFAULT_PORT,
+)
+from kubetrain.api.trainer_status import (
+    ENV_CA_CERT as ENV_CA_CERT,
+)
+from kubetrain.api.trainer_status import (
+    ENV_NAMES as ENV_NAMES,
+)
+from kubetrain.api.trainer_status import (
+    ENV_TOKEN as ENV_TOKEN,
+)
+from kubetrain.api.trainer_status import (
+    ENV_URL as ENV_URL,
+)
+from kubetrain.api.trainer_status import (
+    INT32_MAX as INT32_MAX,
+)
+from kubetrain.api.trainer_status import (
+    MAX_BODY as MAX_BODY,
+)
+from kubetrain.api.trainer_status import (
+    MAX_METRIC_TEXT as MAX_METRIC_TEXT,
+)
+from kubetrain.api.trainer_status import (
+    MAX_METRICS as MAX_METRICS,
+)
+from kubetrain.api.trainer_status import (
+    MOUNT_DIR as MOUNT_DIR,
+)
+from kubetrain.api.trainer_status import (
+    TOKEN_AUDIENCE as TOKEN_AUDIENCE,
+)
+from kubetrain.api.trainer_status import (
+    TOKEN_EXPIRATION_SECONDS as TOKEN_EXPIRATION_SECONDS,
+)
+from kubetrain.api.trainer_status import (
+    TOKEN_FILE as TOKEN_FILE,
+)
+from kubetrain.api.trainer_status import (
+    VOLUME_NAME as VOLUME_NAME,
+)
+from kubetrain.api.trainer_status import (
+    log_progress_enabled as log_progress_enabled,
+)
+from kubetrain.api.trainer_status import (
+    parse_path as parse_path,
+)
+from kubetrain.api.trainer_status import (
+    status_path as status_path,
+)
 
 
 class ReportError(Exception):

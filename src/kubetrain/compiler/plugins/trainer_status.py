@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api import progress as P
+from kubetrain.api import trainer_status as P
 from kubetrain.compiler import env as e
 from kubetrain.compiler.framework import object_meta
 from kubetrain.compiler.info import Info
