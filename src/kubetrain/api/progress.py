@@ -16,61 +16,25 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubetrain.api.trainer_status import (
-    ANNOTATION_LOG_PROGRESS as ANNOTATION_LOG_PROGRESS,
-)
-from kubetrain.api.trainer_status import (
-    CA_FILE as CA_FILE,
-)
-from kubetrain.api.trainer_status import (
-    DEFAULT_PORT as DEFAULT_PORT,
-)
-from kubetrain.api.trainer_status import (
-    ENV_CA_CERT as ENV_CA_CERT,
-)
-from kubetrain.api.trainer_status import (
-    ENV_NAMES as ENV_NAMES,
-)
-from kubetrain.api.trainer_status import (
-    ENV_TOKEN as ENV_TOKEN,
-)
-from kubetrain.api.trainer_status import (
-    ENV_URL as ENV_URL,
-)
-from kubetrain.api.trainer_status import (
-    INT32_MAX as INT32_MAX,
-)
-from kubetrain.api.trainer_status import (
-    MAX_BODY as MAX_BODY,
-)
-from kubetrain.api.trainer_status import (
-    MAX_METRIC_TEXT as MAX_METRIC_TEXT,
-)
-from kubetrain.api.trainer_status import (
-    MAX_METRICS as MAX_METRICS,
-)
-from kubetrain.api.trainer_status import (
-    MOUNT_DIR as MOUNT_DIR,
-)
-from kubetrain.api.trainer_status import (
-    TOKEN_AUDIENCE as TOKEN_AUDIENCE,
-)
-from kubetrain.api.trainer_status import (
-    TOKEN_EXPIRATION_SECONDS as TOKEN_EXPIRATION_SECONDS,
-)
-from kubetrain.api.trainer_status import (
-    TOKEN_FILE as TOKEN_FILE,
-)
-from kubetrain.api.trainer_status import (
-    VOLUME_NAME as VOLUME_NAME,
-)
-from kubetrain.api.trainer_status import (
-    log_progress_enabled as log_progress_enabled,
-)
-from kubetrain.api.trainer_status import (
-    parse_path as parse_path,
-)
-from kubetrain.api.trainer_status import (
-    status_path as status_path,
+    ANNOTATION_LOG_PROGRESS,
+    CA_FILE,
+    DEFAULT_PORT,
+    ENV_CA_CERT,
+    ENV_NAMES,
+    ENV_TOKEN,
+    ENV_URL,
+    INT32_MAX,
+    MAX_BODY,
+    MAX_METRIC_TEXT,
+    MAX_METRICS,
+    MOUNT_DIR,
+    TOKEN_AUDIENCE,
+    TOKEN_EXPIRATION_SECONDS,
+    TOKEN_FILE,
+    VOLUME_NAME,
+    log_progress_enabled,
+    parse_path,
+    status_path,
 )
 
 
@@ -285,3 +249,40 @@ def summary_text(p: Progress, *, now: dt.datetime | None = None, width: int = 24
     if p.source == SOURCE_LOGS:
         parts.append("from log lines")
     return " · ".join(x for x in parts if x)
+
+
+__all__ = [
+    "ANNOTATION_LOG_PROGRESS",
+    "CA_FILE",
+    "DEFAULT_PORT",
+    "ENV_CA_CERT",
+    "ENV_NAMES",
+    "ENV_TOKEN",
+    "ENV_URL",
+    "INT32_MAX",
+    "MAX_BODY",
+    "MAX_METRICS",
+    "MAX_METRIC_TEXT",
+    "MOUNT_DIR",
+    "SOURCE_LOGS",
+    "SOURCE_REPORT",
+    "TOKEN_AUDIENCE",
+    "TOKEN_EXPIRATION_SECONDS",
+    "TOKEN_FILE",
+    "VOLUME_NAME",
+    "Progress",
+    "ReportError",
+    "age_text",
+    "bar_text",
+    "duration_text",
+    "error_body",
+    "log_progress_enabled",
+    "metrics_text",
+    "parse_path",
+    "parse_report",
+    "progress_column",
+    "progress_of",
+    "status_path",
+    "summary_text",
+    "validate_trainer_status",
+]
