@@ -3,8 +3,8 @@
 The same request as on a cluster (upstream KEP-2779, ``kubetrain.api.progress``), served by the supervisor over
 HTTPS on an address *inside* the TrainJob's network namespace (``NetworkNamespace.listen``), so only that job's
 pods can reach it, as root or not. Instead of projected service-account tokens each pod gets its own random
-token; the pod mounts it with a per-TrainJob CA certificate at upstream's path, and the three
-``KUBEFLOW_TRAINER_SERVER_*`` variables the official SDK reads point at them:
+token in a file, next to a per-TrainJob CA certificate, and the three ``KUBEFLOW_TRAINER_SERVER_*`` variables the
+official SDK reads name them:
 
 - no or an unknown token: 401; a token of this job's pod but a path naming another TrainJob: 403;
 - more than ``RATE`` reports a second per pod (after a burst of ``BURST``): 429;
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api import progress as P
-from kubetrain.local.namespaces import Bind
 from kubetrain.local.netns import NetworkNamespace
 from kubetrain.local.tls import make_serving_pair
 
@@ -139,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class StatusServer:
-    """Serves one TrainJob's reports until ``close``; ``pod_files`` makes each pod's token and CA files."""
+    """Serves one TrainJob's reports until ``close``; ``pod_env`` makes each pod's token file."""
 
     def __init__(self, namespace: str, name: str, directory: Path, on_report: Report) -> None:
         self.namespace, self.name = namespace, name
@@ -183,15 +182,12 @@ class StatusServer:
         return f"https://{HOST}:{self.port}{P.status_path(self.namespace, self.name)}"
 
     def env(self) -> dict[str, str]:
-        """What every container gets: the SDK's three variables (and the endpoint kept off any HTTP proxy)."""
-        return {
-            P.ENV_URL: self.url,
-            P.ENV_CA_CERT: f"{P.MOUNT_DIR}/{P.CA_FILE}",
-            P.ENV_TOKEN: f"{P.MOUNT_DIR}/{P.TOKEN_FILE}",
-        }
+        """What every container gets: the endpoint's URL and the CA (the token file is per pod: ``pod_env``)."""
+        return {P.ENV_URL: self.url, P.ENV_CA_CERT: str(self.ca_file)}
 
-    def pod_files(self, pod: str) -> Bind:
-        """The pod's token and the CA, in a directory bound read-only at upstream's mount path."""
+    def pod_env(self, pod: str) -> dict[str, str]:
+        """The pod's own token file. The variables name the files where they are: a pod sees this machine's file
+        system, so no mount is needed (and none under /var/run, which would cost every sandbox a rebuilt /run)."""
         d = self.directory / "pods" / pod
         d.mkdir(parents=True, exist_ok=True)
         with self._lock:
@@ -202,10 +198,7 @@ class StatusServer:
         if not tok.exists() or tok.read_text() != token:
             tok.touch(mode=0o600)
             tok.write_text(token)
-        ca = d / P.CA_FILE
-        if not ca.exists():
-            ca.write_bytes(self.ca_file.read_bytes())
-        return Bind(str(d), P.MOUNT_DIR, read_only=True)
+        return {P.ENV_TOKEN: str(tok)}
 
     def pod_of(self, token: str) -> str | None:
         if not token:
