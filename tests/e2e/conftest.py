@@ -134,11 +134,15 @@ class OperatorProcess:
         self.kubeconfig, self.namespace, self.extra = kubeconfig, namespace, extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
+        self.status_port = 0
 
     def start(self) -> OperatorProcess:
         self.health_port = free_port()
+        # Its own status endpoint port (other e2e runs may share the machine), reachable at 127.0.0.1.
+        self.status_port = self.status_port or free_port()
+        status = ["--status-port", str(self.status_port), "--status-url", f"https://127.0.0.1:{self.status_port}"]
         cmd = [sys.executable, "-m", "kubetrain.cli.main", "operator", "--kubeconfig", self.kubeconfig]
-        cmd += ["--lease-namespace", self.namespace, "--health-port", str(self.health_port), *self.extra]
+        cmd += ["--lease-namespace", self.namespace, "--health-port", str(self.health_port), *status, *self.extra]
         self.proc = subprocess.Popen(cmd, cwd=REPO)
         import urllib.request
 
