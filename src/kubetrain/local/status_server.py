@@ -172,7 +172,9 @@ class StatusServer:
         server.socket = sock
         server.owner = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+        # close() waits for serve_forever to see the shutdown flag, which it checks once per poll interval: a short
+        # interval keeps the end of every job from waiting up to that long.
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="status-server", daemon=True)  # fmt: skip
         self._thread.start()
         log.info("status endpoint trainjob=%s/%s url=%s", self.namespace, self.name, self.url)
