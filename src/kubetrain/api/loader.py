@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from kubetrain.api import constants as c
+from kubetrain.api.core import CORE_API_VERSION, CORE_KINDS, ConfigMap, PersistentVolumeClaim, Secret
 from kubetrain.api.diagnose import explain, path_text, salvage
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.fields import aliases, suggest
@@ -21,12 +22,17 @@ from kubetrain.api.legacy import convert_ome_runtime
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 
-Manifest = TrainJob | TrainingRuntime | ClusterTrainingRuntime
+Manifest = TrainJob | TrainingRuntime | ClusterTrainingRuntime | ConfigMap | Secret | PersistentVolumeClaim
 KINDS: dict[str, type[BaseModel]] = {
     c.KIND_TRAINJOB: TrainJob,
     c.KIND_TRAINING_RUNTIME: TrainingRuntime,
     c.KIND_CLUSTER_TRAINING_RUNTIME: ClusterTrainingRuntime,
+    # The core objects pods reference, applied and used locally like on a cluster.
+    "ConfigMap": ConfigMap,
+    "Secret": Secret,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
 }
+KINDS_TEXT = "TrainJob, TrainingRuntime, ClusterTrainingRuntime, ConfigMap, Secret, PersistentVolumeClaim"
 # apiVersions used by the documents kubetrain grew from; accepted and converted with a warning.
 LEGACY_API_VERSIONS = ("kubeflow.org/v2alpha1", "trainer.kubeflow.org/v2alpha1", "trainer.kubeflow.org/v2",
                        "ome.io/v1beta1")
@@ -310,9 +316,11 @@ def parse_document(
             error(("kind",), f"unknown kind {kind!r}", f"did you mean {close!r}?")
         else:
             warn(("kind",), f"skipped {kind} {_mapping(doc.get('metadata')).get('name')!r}: not a kubetrain kind "
-                 "(TrainJob, TrainingRuntime, ClusterTrainingRuntime)")
+                 f"({KINDS_TEXT})")
         return Parsed(None, result)
     doc = copy.deepcopy(doc)
+    if kind in CORE_KINDS:
+        return _parse_core(doc, str(kind), api_version, result, error)
     if api_version != c.API_VERSION:
         if api_version in LEGACY_API_VERSIONS:
             warn(("apiVersion",), f"apiVersion {api_version} is not served; loaded as {c.API_VERSION}",
@@ -357,6 +365,26 @@ def parse_document(
     if misplaced:
         partial, pruned = salvage(doc, model, misplaced)
         return Parsed(None, result, identity_of(doc), partial, pruned)
+    return Parsed(obj, result)  # type: ignore[arg-type]
+
+
+def _parse_core(doc: dict[str, Any], kind: str, api_version: str, result: Result, error: Any) -> Parsed:
+    """A ConfigMap, Secret or PersistentVolumeClaim: ``v1`` only, no legacy conversions."""
+    if api_version != CORE_API_VERSION:
+        error(("apiVersion",), f"apiVersion {api_version!r} is not served for {kind}",
+              f"use apiVersion: {CORE_API_VERSION}")
+        return Parsed(None, result, identity_of(doc))
+    model = KINDS[kind]
+    try:
+        obj = model.model_validate(doc)
+    except ValidationError as exc:
+        reported: set[tuple[Any, ...]] = set()
+        for err in exc.errors():
+            path, message, fix = explain(err, doc, model, kind)
+            if path not in reported:
+                reported.add(path)
+                error(path, message, fix)
+        return Parsed(None, result, identity_of(doc))
     return Parsed(obj, result)  # type: ignore[arg-type]
 
 

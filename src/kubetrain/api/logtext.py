@@ -7,15 +7,32 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.views import LogChunk, LogItem
 
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+
 
 def step_prefix(step: str) -> str:
-    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` prefix of a pod's lines."""
+    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` prefix of a pod's lines; ``node-0-1/init`` (one
+    container of several, ``--all-containers``) -> ``node-0/1/init``."""
+    step, slash, container = step.partition("/")
     head, _, index = step.rpartition("-")
-    return f"{head}/{index}" if head else step
+    out = f"{head}/{index}" if head else step
+    return f"{out}/{container}" if slash else out
+
+
+def default_container(spec: dict[str, Any], annotations: dict[str, str] | None, rjob: str | None) -> str | None:
+    """The container whose log a step shows without ``-c``: the one the ``kubectl.kubernetes.io/default-container``
+    annotation names, else ``node`` (a trainer), else the one named like its replicated job, else the first."""
+    names = [str(c.get("name", "")) for c in spec.get("containers") or []]
+    wanted = (annotations or {}).get(DEFAULT_CONTAINER_ANNOTATION)
+    for name in (wanted, "node", rjob):
+        if name and name in names:
+            return name
+    return names[0] if names else None
 
 
 def collapse_cr(line: str) -> str:

@@ -83,6 +83,10 @@ class LogOptions:
     step: str | None = None
     """A pod (``node-0-1``), a job (``node-0``) or a replicated job (``node``); ``None``: every step."""
     container: str | None = None
+    """One container of each step (init containers included); ``None``: the default one (see
+    ``kubetrain.api.logtext.default_container``)."""
+    all_containers: bool = False
+    """Every container of each step, each as its own stream keyed ``step/container``."""
     follow: bool = False
     """Wait for pods to exist and stream until the TrainJob finishes, across restarts."""
     tail: int | None = None
@@ -211,3 +215,19 @@ class Backend(Protocol):
     def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None: ...
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]: ...
+
+    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        """ConfigMaps, Secrets or PersistentVolumeClaims (``kind``) as the API returns them."""
+        ...
+
+    def get_core(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        """Raises a ``KubetrainError`` naming close matches when it does not exist."""
+        ...
+
+    def delete_core(self, kind: str, name: str, namespace: str) -> str:
+        """Returns what to print (``configmap "x" deleted``, and why a claim in use stays for now)."""
+        ...
+
+    def core_users(self, kind: str, name: str, namespace: str) -> list[str]:
+        """TrainJobs whose pods use the object, where the backend knows it cheaply."""
+        ...

@@ -17,6 +17,7 @@ from kubetrain.api import constants as c
 from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
+from kubetrain.cli.core_objects import CORE_KINDS
 from kubetrain.cli.output import error_line
 
 KINDS = {
@@ -29,6 +30,7 @@ KINDS = {
     "clustertrainingruntime": c.KIND_CLUSTER_TRAINING_RUNTIME,
     "clustertrainingruntimes": c.KIND_CLUSTER_TRAINING_RUNTIME,
     "ctr": c.KIND_CLUSTER_TRAINING_RUNTIME,
+    **CORE_KINDS,
 }
 
 
@@ -68,7 +70,12 @@ def _delete_one(backend: Backend, kind: str, name: str, namespace: str, keep_log
     if kind in (c.KIND_TRAINING_RUNTIME, c.KIND_CLUSTER_TRAINING_RUNTIME):
         backend.delete_runtime(kind, name, namespace)
         return f'{kind.lower()}.{c.GROUP} "{name}" deleted'
-    raise KubetrainError(f'{kind} "{name}": kubetrain deletes TrainJobs and runtimes only (use kubectl for {kind})')
+    if kind in CORE_KINDS.values():
+        return backend.delete_core(kind, name, namespace)
+    raise KubetrainError(
+        f'{kind} "{name}": kubetrain deletes TrainJobs, runtimes, ConfigMaps, Secrets and PersistentVolumeClaims only '
+        f"(use kubectl for {kind})"
+    )
 
 
 def register(group: click.Group) -> None:
@@ -97,7 +104,9 @@ def register(group: click.Group) -> None:
         namespace: str,
     ) -> None:
         """Delete TrainJobs (stopping every process of them like the kubelet: SIGTERM, the pods' grace period,
-        SIGKILL) and runtimes. Locally a TrainJob's state and logs go too, unless --keep-logs; volumes stay.
+        SIGKILL), runtimes, ConfigMaps, Secrets and PersistentVolumeClaims. Locally a TrainJob's state and logs go
+        too, unless --keep-logs; volumes stay. A claim is deleted with its data, but while an unfinished TrainJob
+        uses it, it stays Terminating until that one ends (as Kubernetes' pvc-protection defers it).
 
         A missing name is reported and the rest are still deleted; the exit status is then 1.
 
@@ -109,6 +118,8 @@ def register(group: click.Group) -> None:
           kubetrain delete trainjob --all
           kubetrain delete -f trainjob.yaml
           kubetrain delete clustertrainingruntime my-runtime
+          kubetrain delete configmap my-config
+          kubetrain delete pvc my-data
         """
         if files and (kind or names or all_):
             fail("-f cannot be combined with a kind, names or --all", "kubetrain delete -f FILE")
@@ -129,6 +140,8 @@ def register(group: click.Group) -> None:
                 if all_:
                     if real == c.KIND_TRAINJOB:
                         chosen = [j.name for j in backend.list_trainjobs(namespace)]
+                    elif real in CORE_KINDS.values():
+                        chosen = [o["metadata"]["name"] for o in backend.list_core(real, namespace)]
                     else:
                         # Locally the built-in runtimes are listed but are not objects one can delete.
                         applied = getattr(backend, "store_runtimes", backend.list_runtimes)
@@ -141,7 +154,8 @@ def register(group: click.Group) -> None:
         except KubetrainError as exc:
             fail(str(exc))
         failed = 0
-        # TrainJobs before runtimes, as kubectl deletes a file's objects in order and a job needs its runtime.
+        # TrainJobs first: a job needs its runtime, ConfigMaps, Secrets and claims until it is gone (a claim it used
+        # then goes at once instead of waiting for pvc-protection).
         for k, n, ns in sorted(targets, key=lambda t: t[0] != c.KIND_TRAINJOB):
             try:
                 click.echo(_delete_one(backend, k, n, ns, keep_logs))

@@ -7,12 +7,13 @@ import click
 from kubetrain.api import KubetrainError
 from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
+from kubetrain.cli.core_objects import CORE_KINDS, describe_core
 from kubetrain.cli.output import details_dict, dump_objects, print_details
 
 
 def register(group: click.Group) -> None:
     @group.command("describe")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
+    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj", *CORE_KINDS]))
     @click.argument("name")
     @click.option(
         "-o",
@@ -32,8 +33,15 @@ def register(group: click.Group) -> None:
         Examples:
           kubetrain describe trainjob my-job
           kubetrain describe tj my-job -n team-a -o yaml
+          kubetrain describe pvc my-data        # also configmap, secret (a Secret's values are never shown)
         """
         backend = select_backend(kubeconfig, context)
+        if kind in CORE_KINDS:
+            try:
+                describe_core(backend, CORE_KINDS[kind], name, namespace, output)
+            except KubetrainError as exc:
+                fail(str(exc))
+            return
         try:
             d = backend.describe_trainjob(name, namespace)
         except KubetrainError as exc:

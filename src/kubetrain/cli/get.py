@@ -17,6 +17,7 @@ from kubetrain.cli import jsonpath
 from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
+from kubetrain.cli.core_objects import CORE_KINDS, get_core
 from kubetrain.cli.output import age, dump_objects, error_line, nodes, plain_table
 
 TRAINJOB_KINDS = ("trainjobs", "trainjob", "tj")
@@ -234,7 +235,7 @@ def get_runtimes(
 
 def register(group: click.Group) -> None:
     @group.command("get")
-    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS))
+    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS + tuple(CORE_KINDS)))
     @click.argument("names", nargs=-1)
     @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
     @click.option(
@@ -262,7 +263,8 @@ def register(group: click.Group) -> None:
         context: str | None,
         namespace: str,
     ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE) or runtimes, like kubectl get.
+        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE), runtimes, ConfigMaps, Secrets or
+        PersistentVolumeClaims, like kubectl get (a Secret's values are never shown in a table).
 
         STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
         Complete or Failed; -o wide adds the reason. PROGRESS is the job's last reported status.trainerStatus
@@ -275,6 +277,9 @@ def register(group: click.Group) -> None:
           kubetrain get trainjobs -A -l team=vision --sort-by '{.metadata.creationTimestamp}'
           kubetrain get trainjobs -w
           kubetrain get runtimes -A
+          kubetrain get configmaps
+          kubetrain get secret db-creds -o yaml
+          kubetrain get pvc -A
         """
         if names and selector:
             fail("a name and --selector cannot be used together", "give names or a selector (-l), not both")
@@ -284,9 +289,12 @@ def register(group: click.Group) -> None:
                 rc = get_trainjobs(
                     backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, watch
                 )
+            elif watch:
+                fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
+            elif kind in CORE_KINDS:
+                rc = get_core(backend, CORE_KINDS[kind], names, namespace, all_namespaces, output, selector, sort_by,
+                              no_headers)
             else:
-                if watch:
-                    fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
                 rc = get_runtimes(
                     backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, kind
                 )

@@ -10,7 +10,7 @@ import click
 from kubetrain.api import KubetrainError
 from kubetrain.api.logtext import parse_duration, parse_rfc3339
 from kubetrain.api.views import LogOptions
-from kubetrain.cli._backend import select_backend, with_backend_options
+from kubetrain.cli._backend import is_cluster, select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.follow import Display, stream
 from kubetrain.cli.logview import LogView, target
@@ -24,7 +24,16 @@ def register(group: click.Group) -> None:
         default=None,
         help="One step: a pod (node-0-1), a job (node-0) or a replicated job (dataset-initializer).",
     )
-    @click.option("-c", "--container", default=None, help="Container of the step (default: node, else the first).")
+    @click.option(
+        "-c",
+        "--container",
+        default=None,
+        help="Container of each step, init containers included (default: the one annotated "
+        "kubectl.kubernetes.io/default-container, else node, else the first).",
+    )
+    @click.option(
+        "--all-containers", is_flag=True, help="Every container of each step, init containers first (locally)."
+    )
     @click.option(
         "-f",
         "--follow",
@@ -47,6 +56,7 @@ def register(group: click.Group) -> None:
         name: str,
         step: str | None,
         container: str | None,
+        all_containers: bool,
         follow: bool,
         tail: int,
         since: str | None,
@@ -68,13 +78,21 @@ def register(group: click.Group) -> None:
           kubetrain logs my-job --step node-0 -f
           kubetrain logs my-job --tail 100 --timestamps
           kubetrain logs my-job --since 10m -c node
+          kubetrain logs my-job --step node-0-0 -c init-data      # an init container
+          kubetrain logs my-job --step node-0-0 --all-containers
         """
         if since and since_time:
             fail("--since and --since-time cannot be used together", "give one of them")
+        if container and all_containers:
+            fail("-c and --all-containers cannot be used together", "give one of them")
+        if all_containers and is_cluster(kubeconfig, context):
+            fail("--all-containers is available on this machine's backend only",
+                 "on a cluster, show one container at a time with -c CONTAINER")
         try:
             options = LogOptions(
                 step=step,
                 container=container,
+                all_containers=all_containers,
                 follow=follow,
                 tail=tail if tail >= 0 else None,
                 since_seconds=parse_duration(since) if since else None,

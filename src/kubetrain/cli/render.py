@@ -6,12 +6,15 @@ import sys
 
 import click
 
+from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.cli._common import dump, fail, files_option, print_findings
 from kubetrain.cli.checking import check_files, checking_backend, close_backend
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen, resolve_runtime
+
+CORE_TYPES = (ConfigMap, Secret, PersistentVolumeClaim)
 
 
 def register(group: click.Group) -> None:
@@ -36,8 +39,9 @@ def register(group: click.Group) -> None:
         """Compile TrainJobs with their runtimes and print the JobSet (+ PodGroup, MPI objects, snapshot).
 
         Runtimes come from the -f files, then the backend's installed ones (this machine's applied and built-in
-        runtimes, or a cluster's with --context/--kubeconfig). Nothing is applied anywhere; nothing is printed
-        unless every object is valid.
+        runtimes, or a cluster's with --context/--kubeconfig). ConfigMaps, Secrets and PersistentVolumeClaims of
+        the files are printed first, as given. Nothing is applied anywhere; nothing is printed unless every object
+        is valid.
 
         \b
         Examples:
@@ -56,7 +60,8 @@ def register(group: click.Group) -> None:
         if not jobs:
             fail("no TrainJob in the given files", "pass the TrainJob manifest with -f")
         runtimes = [o for o in checked.objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
-        out: list[dict[str, object]] = []
+        # The ConfigMaps, Secrets and claims of the files first: what the rendered pods reference.
+        out: list[dict[str, object]] = [o.to_wire() for o in checked.objects if isinstance(o, CORE_TYPES)]
         keygen = fixed_keygen() if fixed_keys else ecdsa_keygen
         for tj in jobs:
             runtime, _ = resolve_runtime(tj, runtimes + checked.installed)

@@ -7,6 +7,7 @@ machine's store and built-ins, or the cluster) and in whether the TrainJobs are 
 Rules, in one pass per object:
 
 - a runtime: its own rules (``validate_runtime_object``);
+- a ConfigMap, Secret or PersistentVolumeClaim: the API server's rules for it (``validate_core_object``);
 - a TrainJob: its own rules, then the runtime it references is resolved among the runtimes of the batch (the
   later definition of a name wins, as ``kubectl apply`` would leave it) and the installed ones, and every check
   that needs the runtime runs. A runtime that is itself invalid is not used: its errors are reported on it (or,
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kubetrain.api import constants as c
+from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret, validate_core_object
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import Identity, Manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
@@ -69,6 +71,10 @@ def validate_objects(
         obj = subject.obj
         if isinstance(obj, TrainJob):
             results.append(Result())
+            continue
+        if isinstance(obj, ConfigMap | Secret | PersistentVolumeClaim):
+            old_core = subject.old if isinstance(subject.old, ConfigMap | Secret | PersistentVolumeClaim) else None
+            results.append(validate_core_object(obj, old=old_core))
             continue
         old_rt = subject.old if isinstance(subject.old, TrainingRuntime | ClusterTrainingRuntime) else None
         result = validate_runtime_object(obj, old=old_rt)

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
-from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
+from kubetrain.api import AnyRuntime, ClusterTrainingRuntime, KubetrainError, TrainingRuntime, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.api.logtext import lines_of
@@ -36,6 +36,9 @@ RUNTIME_RESOURCES = {
     c.KIND_CLUSTER_TRAINING_RUNTIME: r.CLUSTER_TRAINING_RUNTIME,
     c.KIND_TRAINING_RUNTIME: r.TRAINING_RUNTIME,
 }
+
+
+CORE_RESOURCES = {"ConfigMap": r.CONFIGMAP, "Secret": r.SECRET, "PersistentVolumeClaim": r.PERSISTENT_VOLUME_CLAIM}
 
 
 def _explain(exc: ApiError, what: str) -> KubetrainError:
@@ -318,6 +321,40 @@ class ClusterBackend:
                 raise _explain(exc, f"list {res.plural}") from exc
             for item in items:
                 obj, _ = parse_manifest(item, source=f"{res.kind} {item.get('metadata', {}).get('name')}")
-                if obj is not None and not isinstance(obj, TrainJob):
+                if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
                     out.append(obj)
         return out
+
+    # ConfigMaps, Secrets and PersistentVolumeClaims (applied with server-side apply like every object).
+    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        res = CORE_RESOURCES[kind]
+        label_selector = parse_selector(selector).text if selector else None
+        try:
+            items, _ = self._run(self.client.list(res, namespace, label_selector=label_selector))
+        except ApiError as exc:
+            raise _explain(exc, f"list {res.plural}") from exc
+        # A list's items carry no apiVersion/kind; -o yaml shows whole objects, as kubectl does.
+        return [{"apiVersion": res.api_version, "kind": res.kind, **i} for i in items]
+
+    def get_core(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        res = CORE_RESOURCES[kind]
+        try:
+            obj = self._run(self.client.get(res, name, namespace))
+        except NotFound:
+            names = [(i.get("metadata") or {}).get("name", "") for i in self.list_core(kind, namespace)]
+            hint = not_found_hint(name, names, f"`kubetrain get {res.plural} -n {namespace}` lists them")
+            raise KubetrainError(f'{res.plural} "{name}" not found in namespace "{namespace}"{hint}') from None
+        except ApiError as exc:
+            raise _explain(exc, f"get {res.plural} {name}") from exc
+        return {"apiVersion": res.api_version, "kind": res.kind, **obj}
+
+    def delete_core(self, kind: str, name: str, namespace: str) -> str:
+        res = CORE_RESOURCES[kind]
+        try:
+            self._run(self.client.delete(res, name, namespace))
+        except ApiError as exc:
+            raise _explain(exc, f'{res.plural} "{name}" in namespace {namespace}') from exc
+        return f'{kind.lower()} "{name}" deleted'
+
+    def core_users(self, kind: str, name: str, namespace: str) -> list[str]:
+        return []  # the cluster's pods say who uses what (kubectl describe pod); not looked up here

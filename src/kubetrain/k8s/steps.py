@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import constants as c
+from kubetrain.api.logtext import default_container
 from kubetrain.api.views import Event, StepView
 
 LABEL_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -95,13 +96,10 @@ def step_view(pod: dict[str, Any]) -> StepView:
 
 
 def log_container(pod: dict[str, Any]) -> str | None:
-    """The container whose logs a step shows: ``node``, else the one named like the replicated job."""
-    containers = [ct.get("name") for ct in ((pod.get("spec") or {}).get("containers") or [])]
-    rjob = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_RJOB)
-    for wanted in (c.NODE, rjob):
-        if wanted in containers:
-            return wanted
-    return containers[0] if containers else None
+    """The container whose logs a step shows: the ``kubectl.kubernetes.io/default-container`` annotation's, else
+    ``node``, else the one named like the replicated job, else the first (the same rule as locally)."""
+    meta = pod.get("metadata") or {}
+    return default_container(pod.get("spec") or {}, meta.get("annotations"), (meta.get("labels") or {}).get(LABEL_RJOB))
 
 
 def container_names(pod: dict[str, Any]) -> list[str]:

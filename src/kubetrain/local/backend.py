@@ -25,7 +25,9 @@ from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import admission, namespaces, paths, pods, reaper, status
+from kubetrain.local import objects as core
 from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of, step_view
+from kubetrain.local.objects import NotFoundError
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
 
 if TYPE_CHECKING:
@@ -39,10 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
-PASSIVE_KINDS = ("ConfigMap", "Secret")
-
-class NotFoundError(KubetrainError):
-    pass
+PASSIVE_KINDS = core.CORE_KINDS  # ConfigMap, Secret, PersistentVolumeClaim: stored for the pods to use
 
 
 class LocalBackend:
@@ -58,14 +57,17 @@ class LocalBackend:
         workdir: str | None = None,
         detach: bool = True,
     ) -> list[str]:
-        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them. Returns
-        ``kind/name created|configured|unchanged`` per object, like kubectl."""
+        """Runtimes, ConfigMaps, Secrets and PersistentVolumeClaims are stored first so TrainJobs in the same batch
+        can use them. Returns ``kind/name created|configured|unchanged`` per object, like kubectl."""
         applied: list[str] = []
         runtimes = [m for m in manifests if m.get("kind") in RUNTIME_KINDS]
         if runtimes:  # all or nothing: an invalid runtime must not be stored next to the valid ones
             self._check_runtimes(runtimes, namespace)
         for m in manifests:
-            if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
+            if m.get("kind") in PASSIVE_KINDS:
+                verb = core.apply(self.store, m, namespace)
+                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']} {verb}")
+            elif m.get("kind") in RUNTIME_KINDS:
                 m = copy.deepcopy(m)
                 if m["kind"] != C.KIND_CLUSTER_TRAINING_RUNTIME:
                     m.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -78,7 +80,7 @@ class LocalBackend:
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
                     f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
-                    "ClusterTrainingRuntime, ConfigMap or Secret)"
+                    "ClusterTrainingRuntime, ConfigMap, Secret or PersistentVolumeClaim)"
                 )
         return applied
 
@@ -216,6 +218,7 @@ class LocalBackend:
         meta = wire["metadata"]
         _check_exec_sizes(meta["name"], objects)
         admission.check(objects)
+        core.check_claims(self.store, meta["namespace"], objects)
         owner = (os.getpid(), pods.proc_start_time(os.getpid()))
         replaced = self.store.create_trainjob(
             wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
@@ -510,6 +513,29 @@ class LocalBackend:
             hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
             raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
+    # ConfigMaps, Secrets and PersistentVolumeClaims (see kubetrain.local.objects).
+    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+        return core.list_objects(self.store, kind, namespace, selector)
+
+    def get_core(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        return core.get(self.store, kind, name, namespace)
+
+    def delete_core(self, kind: str, name: str, namespace: str) -> str:
+        return core.delete(self.store, kind, name, namespace)
+
+    @staticmethod
+    def claim_path(pvc: dict[str, Any]) -> str:
+        meta = pvc["metadata"]
+        return str(core.claim_dir(meta.get("namespace", "default"), meta["name"], meta["uid"]))
+
+    def core_users(self, kind: str, name: str, namespace: str) -> list[str]:
+        """TrainJobs whose pods use the object (``describe``'s "Used By")."""
+        return [
+            r.name
+            for r in self.store.list_trainjobs(namespace)
+            if not status.finished(r.trainjob.get("status") or {}) and _references(r.objects, kind, name)
+        ]
+
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)
         return paths.trainjob_dir(namespace, name, row.uid) / "logs"
@@ -548,6 +574,16 @@ def _exists(row: TrainJobRow) -> AlreadyExistsError:
     )
     why = f"({state})" if finished else f"and is running (supervisor pid {row.supervisor_pid})"
     return AlreadyExistsError(f'trainjob "{row.name}" already exists in namespace "{row.namespace}" {why}; {fix}')
+
+
+def _references(compiled: list[dict[str, Any]], kind: str, name: str) -> bool:
+    """Whether the pods of a TrainJob's compiled objects mount or read the object."""
+    if kind == "PersistentVolumeClaim":
+        return name in core.claim_names(compiled)
+    text = json.dumps([o for o in compiled if o.get("kind") == "JobSet"])
+    key = {"ConfigMap": ('"configMapRef"', '"configMapKeyRef"', '"configMap"'),
+           "Secret": ('"secretRef"', '"secretKeyRef"', '"secret"')}[kind]
+    return any(k in text for k in key) and f'"{name}"' in text
 
 
 def _check_exec_sizes(name: str, objects: list[dict[str, Any]]) -> None:

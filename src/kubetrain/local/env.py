@@ -18,14 +18,39 @@ class EnvError(KubetrainError):
     pass
 
 
-class ObjectIndex:
-    """The ConfigMaps and Secrets a pod can reference: the compiled ones and those applied by the user."""
+class MissingReference(EnvError):
+    """A ConfigMap, Secret (or key) the pod needs does not exist (yet): the kubelet keeps such a pod waiting with
+    ``reason`` and retries, so applying the object later starts it. ``message`` is in the kubelet's words."""
 
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
+    def __init__(self, reason: str, message: str, where: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+CONFIG_ERROR = "CreateContainerConfigError"  # env / envFrom: the container cannot be created
+MOUNT_WAIT = "ContainerCreating"  # a configMap/secret volume cannot be set up (event FailedMount)
+
+
+def not_found(kind: str, name: str) -> str:
+    """The API server's words: ``configmap "x" not found``."""
+    return f'{kind.lower()} "{name}" not found'
+
+
+class ObjectIndex:
+    """The ConfigMaps, Secrets and PersistentVolumeClaims a pod can reference: the compiled ones and those applied
+    by the user in the TrainJob's namespace."""
+
+    def __init__(self, objects: list[dict[str, Any]], namespace: str = "default") -> None:
+        self.namespace = namespace
         self._by_key: dict[tuple[str, str], dict[str, Any]] = {}
         for o in objects:
-            if o.get("kind") in ("ConfigMap", "Secret"):
+            if o.get("kind") in ("ConfigMap", "Secret", "PersistentVolumeClaim"):
                 self._by_key[(o["kind"], o["metadata"]["name"])] = o
+
+    def claim(self, name: str) -> dict[str, Any] | None:
+        """An applied PersistentVolumeClaim of that name."""
+        return self._by_key.get(("PersistentVolumeClaim", name))
 
     def data(self, kind: str, name: str) -> dict[str, bytes] | None:
         obj = self._by_key.get((kind, name))
@@ -82,14 +107,13 @@ def _key_ref(kind: str, ref: dict[str, Any], index: ObjectIndex, where: str) -> 
     if data is None:
         if optional:
             return None
-        raise EnvError(
-            f"{where}: {kind} {ref.get('name')!r} not found (apply it with `kubetrain apply -f` or mark the "
-            "reference optional)"
-        )
+        raise MissingReference(CONFIG_ERROR, not_found(kind, ref.get("name", "")), where)
     if ref.get("key") not in data:
         if optional:
             return None
-        raise EnvError(f"{where}: key {ref.get('key')!r} not found in {kind} {ref.get('name')!r}")
+        raise MissingReference(
+            CONFIG_ERROR, f"couldn't find key {ref.get('key')} in {kind} {index.namespace}/{ref.get('name')}", where
+        )
     return data[ref["key"]].decode(errors="replace")
 
 
@@ -126,7 +150,8 @@ def container_env(
             if data is None:
                 if ref.get("optional"):
                     continue
-                raise EnvError(f"{where}.envFrom[{i}].{key}: {kind} {ref.get('name')!r} not found")
+                where_ref = f"{where}.envFrom[{i}].{key}"
+                raise MissingReference(CONFIG_ERROR, not_found(kind, ref.get("name", "")), where_ref)
             for k, v in data.items():
                 declared[prefix + k] = v.decode(errors="replace")
     for i, var in enumerate(container.get("env") or []):

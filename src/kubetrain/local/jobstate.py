@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kubetrain.api import constants as C
 from kubetrain.api import elastic
 from kubetrain.api.errors import KubetrainError
+from kubetrain.api.logtext import default_container
 from kubetrain.local import config, paths, pods
 from kubetrain.local.backoff import CrashLoopBackOff
 from kubetrain.local.env import ObjectIndex
@@ -118,7 +119,7 @@ class JobState:
             rootless=os.geteuid() != 0,
             hosts_file=str(self.dir / "hosts"),
             workdir=row.workdir,
-            index=ObjectIndex([]),
+            index=ObjectIndex([], namespace),
             mpi=False,
             rsh_port=2222,
         )
@@ -135,15 +136,24 @@ class JobState:
         self.elastic_policy = elastic_policy(objects)
         self.podgroup = find_podgroup(objects)
         self.requests = {p.short: pod_requests(p.spec) for p in self.plan.pods()}
-        applied = [
-            o
-            for o in self.store.list_objects(("ConfigMap", "Secret"))
-            if (o.get("metadata") or {}).get("namespace", "default") == self.namespace
-        ]
-        self.index = ObjectIndex(applied + objects)
-        self.ctx.index = self.index
+        self.refresh_index()
         self.ctx.mpi = self._is_mpi(objects)
         self.ctx.rsh_port = self._rsh_port()
+
+    def refresh_index(self) -> None:
+        """Read the ConfigMaps, Secrets and claims applied in the namespace again: a pod (re)started now sees them
+        as they are now, as a kubelet reads them when it creates a container."""
+        try:
+            applied = [
+                o
+                for o in self.store.list_objects(("ConfigMap", "Secret", "PersistentVolumeClaim"))
+                if (o.get("metadata") or {}).get("namespace", "default") == self.namespace
+            ]
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return  # the objects as last read
+        self.index = ObjectIndex(applied + self.objects, self.namespace)
+        self.ctx.index = self.index
 
     @staticmethod
     def _is_mpi(objects: list[dict[str, Any]]) -> bool:
@@ -262,8 +272,11 @@ class JobState:
         """The ``/etc/hosts`` every pod sees (bound into each sandbox: rewriting it in place reaches running pods)."""
         (self.dir / "hosts").write_text(self.plan.hosts_file())
 
-    def log_path(self, pod: PodPlan) -> Path:
-        return self.dir / "logs" / f"{pod.short}.log"
+    def log_path(self, pod: PodPlan, container: str | None = None) -> Path:
+        """The log of the pod's default container (``kubetrain logs`` without ``-c``, progress from logs), or of
+        ``container``: each container of a pod writes its own file, as each has its own log on a node."""
+        default = default_container(pod.spec, pod.annotations, pod.rjob)
+        return paths.container_log(self.dir / "logs" / f"{pod.short}.log", container, default)
 
     def _update_jobs_status(self) -> None:
         suspended = any(

@@ -7,6 +7,7 @@ import time
 
 from kubetrain.local import paths, pods, status, terminate
 from kubetrain.local import security_context as sc
+from kubetrain.local.env import MOUNT_WAIT, MissingReference
 from kubetrain.local.jobstate import JobRun, JobState, PodRun
 from kubetrain.local.resources import never_fits
 from kubetrain.local.scheduler import Decision
@@ -14,6 +15,7 @@ from kubetrain.local.store import StoreError
 from kubetrain.local.volumes import claim_template_names, pod_volumes
 
 ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
+REFERENCE_RETRY = 1.0  # seconds between attempts of a pod waiting for a ConfigMap or Secret
 COND_QUEUED = status.COND_QUEUED
 
 
@@ -137,24 +139,45 @@ class PodLauncher(JobState):
         where = f"JobSet {self.plan.name} spec.replicatedJobs[{pod.plan.rjob}].template.spec.template.spec"
         pod_dir = self.dir / "pods" / pod.plan.short / f"attempt-{self.restarts}"
         pod_dir.mkdir(parents=True, exist_ok=True)
-        volumes = pod_volumes(
-            spec,
-            pod_dir=pod_dir,
-            claims_dir=paths.claims_dir(self.namespace, self.name),
-            claim_templates=claim_template_names(self.plan.spec),
-            index=self.index,
-            where=where,
-        )
+        self.refresh_index()
+        try:
+            volumes = pod_volumes(
+                spec,
+                pod_dir=pod_dir,
+                claims_dir=paths.claims_dir(self.namespace, self.name),
+                claim_templates=claim_template_names(self.plan.spec),
+                index=self.index,
+                where=where,
+            )
+        except MissingReference as exc:
+            self._wait_for_reference(pod, exc)
+            return
         pod.init_left = list(spec.get("initContainers") or [])
-        pod.state, pod.ready, pod.exit_code, pod.message, pod.restart_at = "Running", False, None, None, None
+        pod.state, pod.ready, pod.exit_code, pod.restart_at = "Running", False, None, None
+        pod.message = None
         self._dirty.add(pod.plan.name)
         self._pod_dirs[pod.plan.name] = (pod_dir, volumes)
         try:
-            self._launch_stage(pod)
+            if not self._launch_stage(pod):
+                return
         except pods.ExecError as exc:
             self._exec_failed(job, pod, exc)
             return
         self.event("Normal", "Started", f"pod {pod.plan.short} started (pid {pod.pid})")
+
+    def _wait_for_reference(self, pod: PodRun, exc: MissingReference) -> None:
+        # The kubelet keeps such a pod waiting and tries again: applying the object (`kubetrain apply`) starts it.
+        # The pod keeps its place in the scheduler's books meanwhile, as a pod bound to a node does.
+        message = f"{exc.reason}: {exc.message}"
+        if pod.message != message:
+            if exc.reason == MOUNT_WAIT:
+                self.event("Warning", "FailedMount", f"pod {pod.plan.short}: {exc.message}")
+            else:
+                self.event("Warning", "Failed", f"pod {pod.plan.short}: Error: {exc.message}")
+        pod.state, pod.ready, pod.message = "Pending", False, message
+        pod.init_left, pod.in_init = [], False
+        pod.restart_at = time.monotonic() + REFERENCE_RETRY
+        self._dirty.add(pod.plan.name)
 
     def _exec_failed(self, job: JobRun, pod: PodRun, exc: pods.ExecError) -> None:
         # Retrying cannot help (the same command in the same environment), so the Job fails now instead of
@@ -179,7 +202,9 @@ class PodLauncher(JobState):
         except OSError:
             pass  # a full disk must not stop the supervisor; the event carries the same text
 
-    def _launch_stage(self, pod: PodRun) -> None:
+    def _launch_stage(self, pod: PodRun) -> bool:
+        """Start the pod's next stage (one init container, or every container); False when the pod now waits for
+        a ConfigMap or Secret (it is started again from its first stage once they exist)."""
         _, volumes = self._pod_dirs[pod.plan.name]
         spec = pod.plan.spec
         base = f"JobSet {self.plan.name} spec.replicatedJobs[{pod.plan.rjob}].template.spec.template.spec"
@@ -203,13 +228,17 @@ class PodLauncher(JobState):
         except sc.ContainerConfigError as exc:
             self._config_error(pod, exc)
             raise pods.PodError(f"pod {pod.plan.short}: {exc.reason}: {exc}") from None
+        except MissingReference as exc:
+            self._wait_for_reference(pod, exc)
+            return False
         for cont, where in zip(prepared, wheres, strict=True):
             self._report_groups(pod, cont)
             cont.env.update(status_env)
             pod.containers.append(cont)
             pods.start_container(
-                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan), where=where
+                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where
             )
+        return True
 
     def _config_error(self, pod: PodRun, exc: sc.ContainerConfigError) -> None:
         # The kubelet leaves such a container waiting; locally nothing could change its configuration, so the

@@ -1,8 +1,9 @@
 """``kubetrain logs`` / ``run`` on this machine: every step's log as it is written, plus step and state changes.
 
 The counterpart of the cluster's follower over the local store: pods appear as the supervisor records them, each
-pod's log is one file that restarts append to (so following a file follows the pod across restarts), and the
-stream ends once the TrainJob finished and its supervisor is gone, after the last bytes are read.
+container of a pod writes its own file that restarts append to (so following a file follows the container across
+restarts; ``PodRow.log`` is the default container's), and the stream ends once the TrainJob finished and its
+supervisor is gone, after the last bytes are read.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kubetrain.api.errors import KubetrainError
-from kubetrain.api.logtext import parse_rfc3339
+from kubetrain.api.logtext import default_container, parse_rfc3339
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import (
     LogChunk,
@@ -26,7 +27,7 @@ from kubetrain.api.views import (
     StepChange,
     StepView,
 )
-from kubetrain.local import reaper, status
+from kubetrain.local import paths, reaper, status
 from kubetrain.local.logread import LogReader
 from kubetrain.local.store import PodRow, Store, TrainJobRow
 
@@ -46,7 +47,7 @@ FAIR_SHARE = 4
 
 
 # Why a container waits, in the kubelet's words, recorded as ``<reason>: <message>`` in the pod's message.
-WAITING_REASONS = ("CreateContainerConfigError",)
+WAITING_REASONS = ("CreateContainerConfigError", "ContainerCreating")
 
 
 def step_view(p: PodRow) -> StepView:
@@ -72,14 +73,42 @@ def jobset_of(row: TrainJobRow) -> dict[str, Any] | None:
     return next((o for o in row.objects if o.get("kind") == "JobSet"), None)
 
 
-def pod_containers(row: TrainJobRow, rjob: str) -> list[str]:
-    """Init and main container names of a replicated job's pods, from the compiled JobSet."""
+def _pod_template(row: TrainJobRow, rjob: str) -> dict[str, Any]:
     js = jobset_of(row) or {}
     for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
         if rj.get("name") == rjob:
-            spec = ((rj.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
-            return [c.get("name", "") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
-    return []
+            return dict(((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+    return {}
+
+
+def pod_containers(row: TrainJobRow, rjob: str) -> list[str]:
+    """Init and main container names of a replicated job's pods, from the compiled JobSet."""
+    spec = _pod_template(row, rjob).get("spec") or {}
+    return [c.get("name", "") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+
+
+def pod_default_container(row: TrainJobRow, rjob: str) -> str | None:
+    """The container whose log ``PodRow.log`` is (see ``default_container``)."""
+    template = _pod_template(row, rjob)
+    return default_container(template.get("spec") or {}, (template.get("metadata") or {}).get("annotations"), rjob)
+
+
+def container_logs(row: TrainJobRow, pod: PodRow) -> list[tuple[str, Path]]:
+    """Every container of the pod (init containers first) and its log file."""
+    default = pod_default_container(row, pod.rjob)
+    return [(c, paths.container_log(Path(pod.log), c, default)) for c in pod_containers(row, pod.rjob)]
+
+
+def _last_written(pod: PodRow) -> Path:
+    """The log a failed pod wrote last: its default container's, or an init container's that failed before."""
+    logs = [Path(pod.log), *Path(pod.log).parent.glob(f"{Path(pod.log).name[: -len('.log')]}.*.log")]
+    written = []
+    for log in logs:
+        try:
+            written.append((log.stat().st_mtime, log == Path(pod.log), log))
+        except OSError:
+            continue
+    return max(written)[2] if written else Path(pod.log)
 
 
 def failure_logs(pods: list[PodRow], lines: int = 20) -> dict[str, list[str]]:
@@ -88,7 +117,7 @@ def failure_logs(pods: list[PodRow], lines: int = 20) -> dict[str, list[str]]:
     for p in pods:
         if p.state != "Failed" and not p.exit_code:
             continue
-        reader = LogReader(Path(p.log), tail=lines)
+        reader = LogReader(_last_written(p), tail=lines)
         parts: list[str] = []
         try:
             for _ in range(4):  # at most 256 KiB: twenty lines, not one runaway line of a gigabyte
@@ -161,8 +190,9 @@ class LocalLogStream:
         # next refresh (a quarter of a second on every run).
         self._ended = ended
         self._ended_seen = False
-        self.readers: dict[str, LogReader] = {}
+        self.readers: dict[str, LogReader] = {}  # per pod, or per pod/container with --all-containers
         self.order: list[str] = []
+        self.pods_seen: set[str] = set()
         self.since: float | None = None
         if options.since_seconds is not None:
             self.since = time.time() - options.since_seconds
@@ -173,20 +203,20 @@ class LocalLogStream:
         self.state_shown: StateView | None = None
         self.progress_shown: dict[str, Any] | None = None
 
-    def _check_container(self, row: TrainJobRow, pod: PodRow) -> None:
+    def _logs_of(self, row: TrainJobRow, pod: PodRow) -> list[tuple[str, Path]]:
+        """``(reader key, log file)`` of what the options ask of this pod: its default container's log, the
+        ``-c`` container's, or (``--all-containers``) each container's, keyed ``pod/container``."""
+        if self.opts.all_containers:
+            return [(f"{pod.name}/{c}", log) for c, log in container_logs(row, pod)]
         wanted = self.opts.container
         if wanted is None:
-            return
-        names = pod_containers(row, pod.rjob)
-        if wanted not in names:
+            return [(pod.name, Path(pod.log))]
+        logs = dict(container_logs(row, pod))
+        if wanted not in logs:
             raise KubetrainError(
-                f"container {wanted!r} is not in step {pod.name} (containers: {', '.join(names) or 'none'})"
+                f"container {wanted!r} is not in step {pod.name} (containers: {', '.join(logs) or 'none'})"
             )
-        if len(names) > 1:
-            raise KubetrainError(
-                f"step {pod.name} has several containers ({', '.join(names)}); the local backend keeps one log "
-                "per pod with their lines interleaved, so -c cannot pick one here (fix: drop -c)"
-            )
+        return [(pod.name, logs[wanted])]
 
     def _pods(self, row: TrainJobRow) -> list[PodRow]:
         pods = [p for p in self.store.list_pods(self.namespace, self.name) if matches_step(p.name, self.opts.step)]
@@ -207,18 +237,19 @@ class LocalLogStream:
         if self.initial is None:
             self.initial = {p.name for p in pods}
         for p in pods:
-            if p.name in self.readers:
+            if p.name in self.pods_seen:
                 continue
-            self._check_container(row, p)
+            self.pods_seen.add(p.name)
             old = p.name in self.initial  # --tail/--since cut what existed; later pods are shown whole
-            self.readers[p.name] = LogReader(
-                Path(p.log),
-                tail=self.opts.tail if old else None,
-                since=self.since if old else None,
-                timestamps=self.opts.timestamps,
-            )
-            self.order.append(p.name)
-            yield LogChunk(p.name, "")
+            for key, log in self._logs_of(row, p):
+                self.readers[key] = LogReader(
+                    log,
+                    tail=self.opts.tail if old else None,
+                    since=self.since if old else None,
+                    timestamps=self.opts.timestamps,
+                )
+                self.order.append(key)
+                yield LogChunk(key, "")
 
     def _progress(self, row: TrainJobRow, pods: list[PodRow]) -> Iterator[LogItem]:
         if not self.opts.progress:

@@ -57,6 +57,14 @@ def claims_dir(namespace: str, name: str) -> Path:
     return home() / "volumes" / namespace / name
 
 
+def container_log(pod_log: Path, container: str | None, default: str | None) -> Path:
+    """The log file of one container of a pod whose default container writes ``pod_log`` (``node-0-0.log``): the
+    others write ``node-0-0.<container>.log`` beside it (container names hold no dot)."""
+    if container is None or container == default:
+        return pod_log
+    return pod_log.with_name(f"{pod_log.name[: -len('.log')]}.{container}.log")
+
+
 def supervisor_log() -> Path:
     return home() / "supervisor.log"
 

@@ -195,6 +195,7 @@ class Store:
             # WAL + NORMAL: no fsync per commit (the supervisor commits on every pod transition); still crash-safe.
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
+            _private(self.path)
         except sqlite3.Error as exc:
             reason = explain(exc, self.path)
             if not self._open_read_only():
@@ -479,7 +480,7 @@ class Store:
         )
         return str(rows[0][0]) if rows else None
 
-    # Runtimes, ConfigMaps, Secrets.
+    # Runtimes, ConfigMaps, Secrets, PersistentVolumeClaims.
     def put_object(self, manifest: dict[str, Any]) -> str:
         """Store an applied object; returns ``created``, ``configured`` or ``unchanged`` like kubectl."""
         meta = manifest.get("metadata") or {}
@@ -516,6 +517,18 @@ class Store:
         marks = ",".join("?" * len(kinds))
         rows = self._read(f"SELECT manifest FROM runtimes WHERE kind IN ({marks})", kinds)
         return [json.loads(r[0]) for r in rows]
+
+
+def _private(db: Path) -> None:
+    """The state holds applied Secrets: only its owner may read it (SQLite gives its -wal and -shm files the
+    database file's mode). Another user's store (read as root) is left as it is."""
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        try:
+            st = p.stat()
+            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                p.chmod(st.st_mode & 0o700)
+        except OSError:
+            continue
 
 
 class _Tx:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api.errors import KubetrainError
-from kubetrain.local.env import ObjectIndex
+from kubetrain.local.env import MOUNT_WAIT, MissingReference, ObjectIndex, not_found
 from kubetrain.local.namespaces import Bind
 
 
@@ -87,16 +87,16 @@ def _safe_name(name: str) -> str:
     return name.replace("/", "_")
 
 
-def _project(kind: str, src: dict[str, Any], index: ObjectIndex, dest: Path, where: str) -> None:
+def _project(kind: str, src: dict[str, Any], index: ObjectIndex, dest: Path, where: str, volume: str) -> None:
+    """Fill ``dest`` with the object's keys as files. A missing object raises ``MissingReference`` with the
+    kubelet's FailedMount text (``MountVolume.SetUp failed for volume "v" : configmap "x" not found``)."""
     name = src.get("secretName") if kind == "Secret" else src.get("name")
     data = index.data(kind, name or "")
     if data is None:
         if src.get("optional"):
             data = {}
         else:
-            raise VolumeError(
-                f"{where}: {kind} {name!r} not found (compile or apply it before running the pod)"
-            )
+            raise MissingReference(MOUNT_WAIT, f"{volume} : {not_found(kind, name or '')}", where)
     default_mode = int(src.get("defaultMode", 0o644))
     items = src.get("items")
     entries = (
@@ -109,7 +109,10 @@ def _project(kind: str, src: dict[str, Any], index: ObjectIndex, dest: Path, whe
         if key not in data:
             if src.get("optional"):
                 continue
-            raise VolumeError(f"{where}.items: key {key!r} not found in {kind} {name!r}")
+            raise MissingReference(
+                MOUNT_WAIT, f"{volume} : configmap references non-existent config key: {key}"
+                if kind == "ConfigMap" else f"{volume} : references non-existent secret key: {key}", f"{where}.items"
+            )
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists():
@@ -146,17 +149,23 @@ def pod_volumes(
             path.chmod(0o777)
             owned.append((path, False))
         elif "persistentVolumeClaim" in vol:
-            path = claims_dir / _safe_name(vol["persistentVolumeClaim"]["claimName"])
-            _claims_parent(claims_dir)
+            claim_name = vol["persistentVolumeClaim"]["claimName"]
+            claim = index.claim(claim_name)
+            if claim is not None:
+                path = _bound_claim(claim, f"{vwhere}.persistentVolumeClaim")
+            else:
+                # No claim of that name applied: a directory of this TrainJob, as before claims could be applied.
+                path = claims_dir / _safe_name(claim_name)
+                _claims_parent(claims_dir)
             path.mkdir(parents=True, exist_ok=True)
             owned.append((path, bool(vol["persistentVolumeClaim"].get("readOnly"))))
         elif "configMap" in vol:
             path = pod_dir / "volumes" / _safe_name(name)
-            _project("ConfigMap", vol["configMap"], index, path, f"{vwhere}.configMap")
+            _project("ConfigMap", vol["configMap"], index, path, f"{vwhere}.configMap", _mount(name))
             owned.append((path, True))
         elif "secret" in vol:
             path = pod_dir / "volumes" / _safe_name(name)
-            _project("Secret", vol["secret"], index, path, f"{vwhere}.secret")
+            _project("Secret", vol["secret"], index, path, f"{vwhere}.secret", _mount(name))
             owned.append((path, True))
         elif "hostPath" in vol:
             from kubetrain.local import config, paths
@@ -190,6 +199,25 @@ def pod_volumes(
         for path, read_only in owned:
             apply_fs_group(path, chown_gid, read_only=read_only, policy=policy)
     return out
+
+
+def _mount(volume: str) -> str:
+    return f'MountVolume.SetUp failed for volume "{volume}"'
+
+
+def _bound_claim(claim: dict[str, Any], where: str) -> Path:
+    """The directory an applied claim is bound to (``kubetrain.local.objects``)."""
+    from kubetrain.local.objects import claim_dir
+
+    meta, spec = claim["metadata"], claim.get("spec") or {}
+    if spec.get("volumeMode") == "Block":
+        raise VolumeError(
+            f"{where}: persistentvolumeclaim {meta['name']!r} asks for volumeMode Block, which the local backend "
+            "cannot provide (a claim is a directory here). Fix: use volumeMode: Filesystem"
+        )
+    root = claim_dir(meta.get("namespace", "default"), meta["name"], meta["uid"])
+    _claims_parent(root.parent)
+    return root
 
 
 def _claims_parent(claims_dir: Path) -> None:

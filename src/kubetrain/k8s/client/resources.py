@@ -44,6 +44,7 @@ COSCHEDULING_PODGROUP = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups",
 VOLCANO_PODGROUP = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
 SECRET = Resource("", "v1", "secrets", "Secret")
+PERSISTENT_VOLUME_CLAIM = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 POD = Resource("", "v1", "pods", "Pod")
 EVENT = Resource("", "v1", "events", "Event")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -61,6 +62,7 @@ KNOWN: tuple[Resource, ...] = (
     VOLCANO_PODGROUP,
     CONFIGMAP,
     SECRET,
+    PERSISTENT_VOLUME_CLAIM,
     POD,
     EVENT,
     NAMESPACE,

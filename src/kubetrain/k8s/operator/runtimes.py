@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
+from kubetrain.api import AnyRuntime, ClusterTrainingRuntime, KubetrainError, TrainingRuntime, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.k8s.operator.informer import Informer
@@ -28,7 +28,7 @@ class RuntimeLoadError(KubetrainError):
 
 def parse_runtime(doc: Any, what: str) -> AnyRuntime:
     obj, result = parse_manifest(doc, source=what)
-    if obj is None or not result.ok or isinstance(obj, TrainJob):
+    if obj is None or not result.ok or not isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
         detail = "; ".join(f.render() for f in result.errors) or "not a runtime"
         raise RuntimeLoadError(f"cannot parse {what}: {detail}")
     return obj

@@ -1,0 +1,179 @@
+"""``get``, ``describe`` and ``delete`` of ConfigMaps, Secrets and PersistentVolumeClaims, with kubectl's columns.
+
+A Secret's values are never shown in a table or by ``describe`` (only their sizes, as kubectl does); ``-o yaml``
+and ``-o json`` show the object as stored, base64 ``data`` included, as kubectl does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import click
+
+from kubetrain.api import KubetrainError
+from kubetrain.api.views import Backend
+from kubetrain.cli import jsonpath
+from kubetrain.cli.output import age, dump_objects, error_line, plain_table
+
+# kubectl's names for each kind (plural, singular, short).
+CORE_KINDS: dict[str, str] = {
+    "configmaps": "ConfigMap",
+    "configmap": "ConfigMap",
+    "cm": "ConfigMap",
+    "secrets": "Secret",
+    "secret": "Secret",
+    "persistentvolumeclaims": "PersistentVolumeClaim",
+    "persistentvolumeclaim": "PersistentVolumeClaim",
+    "pvc": "PersistentVolumeClaim",
+}
+_SHORT_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+
+
+def _meta(o: dict[str, Any]) -> dict[str, Any]:
+    return o.get("metadata") or {}
+
+
+def _count(o: dict[str, Any]) -> int:
+    return len(o.get("data") or {}) + len(o.get("binaryData") or {})
+
+
+def _status(o: dict[str, Any]) -> str:
+    if _meta(o).get("deletionTimestamp"):
+        return "Terminating"
+    return str((o.get("status") or {}).get("phase") or "Pending")
+
+
+def headers(kind: str, all_ns: bool) -> list[str]:
+    cols = {
+        "ConfigMap": ["NAME", "DATA", "AGE"],
+        "Secret": ["NAME", "TYPE", "DATA", "AGE"],
+        "PersistentVolumeClaim": ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"],
+    }[kind]
+    return (["NAMESPACE"] if all_ns else []) + cols
+
+
+def row(kind: str, o: dict[str, Any], all_ns: bool) -> list[str]:
+    meta = _meta(o)
+    out = [meta.get("namespace", "default")] if all_ns else []
+    out.append(meta.get("name", ""))
+    if kind == "ConfigMap":
+        out.append(str(_count(o)))
+    elif kind == "Secret":
+        out += [str(o.get("type") or "Opaque"), str(_count(o))]
+    else:
+        spec, st = o.get("spec") or {}, o.get("status") or {}
+        modes = st.get("accessModes") or spec.get("accessModes") or []
+        out += [
+            _status(o),
+            str(spec.get("volumeName") or ""),
+            str((st.get("capacity") or {}).get("storage") or ""),
+            ",".join(_SHORT_MODES.get(m, m) for m in modes),
+            str(spec.get("storageClassName") or "<unset>"),
+        ]
+    out.append(age(meta.get("creationTimestamp")))
+    return out
+
+
+def get_core(
+    backend: Backend,
+    kind: str,
+    names: tuple[str, ...],
+    namespace: str,
+    all_ns: bool,
+    output: str,
+    selector: str | None,
+    sort_by: str | None,
+    no_headers: bool,
+) -> int:
+    rc = 0
+    objs: list[dict[str, Any]] = []
+    if names:
+        for name in names:
+            try:
+                objs.append(backend.get_core(kind, name, namespace))
+            except KubetrainError as exc:
+                error_line(str(exc))
+                rc = 1
+    else:
+        objs = backend.list_core(kind, None if all_ns else namespace, selector)
+    if sort_by:
+        path = jsonpath.parse(sort_by, "--sort-by")
+        objs.sort(key=lambda o: jsonpath.sort_key(jsonpath.get(o, path)))
+    if output in ("yaml", "json"):
+        if objs or not names:
+            dump_objects(objs, output)
+    elif output == "name":
+        for o in objs:
+            click.echo(f"{kind.lower()}/{_meta(o).get('name')}")
+    elif objs:
+        rows = [row(kind, o, all_ns) for o in objs]
+        click.echo(plain_table(headers(kind, all_ns), rows, no_headers=no_headers), nl=False)
+    elif not names:
+        where = "any namespace" if all_ns else f"namespace {namespace}"
+        click.echo(f"No resources found in {where}.", err=True)
+    return rc
+
+
+def _sizes(o: dict[str, Any]) -> list[tuple[str, int]]:
+    out = []
+    for key, value in sorted((o.get("data") or {}).items()):
+        try:
+            size = len(base64.b64decode(value)) if o["kind"] == "Secret" else len(str(value).encode())
+        except (binascii.Error, ValueError):
+            size = len(str(value))
+        out.append((key, size))
+    return out
+
+
+def describe_text(o: dict[str, Any], users: list[str], local_path: str | None = None) -> str:
+    """kubectl's ``describe`` layout; a Secret shows each key's size, never its value."""
+    meta, kind = _meta(o), o["kind"]
+    labels = ",".join(f"{k}={v}" for k, v in (meta.get("labels") or {}).items()) or "<none>"
+    annotations = ",".join(f"{k}={v}" for k, v in (meta.get("annotations") or {}).items()) or "<none>"
+    lines = [
+        f"Name:         {meta.get('name', '')}",
+        f"Namespace:    {meta.get('namespace', 'default')}",
+        f"Labels:       {labels}",
+        f"Annotations:  {annotations}",
+    ]
+    if kind == "Secret":
+        lines += ["", f"Type:  {o.get('type') or 'Opaque'}", "", "Data", "===="]
+        lines += [f"{k}:  {n} bytes" for k, n in _sizes(o)]
+    elif kind == "ConfigMap":
+        lines += ["", "Data", "===="]
+        for key, value in sorted((o.get("data") or {}).items()):
+            lines += [f"{key}:", "----", str(value), ""]
+        binary = sorted((o.get("binaryData") or {}).items())
+        lines += ["", "BinaryData", "===="]
+        lines += [f"{k}: {len(base64.b64decode(v))} bytes" for k, v in binary]
+    else:
+        spec, st = o.get("spec") or {}, o.get("status") or {}
+        lines += [
+            f"StorageClass:  {spec.get('storageClassName') or ''}",
+            f"Status:        {_status(o)}",
+            f"Volume:        {spec.get('volumeName') or ''}",
+            f"Finalizers:    [{', '.join(meta.get('finalizers') or [])}]",
+            f"Capacity:      {(st.get('capacity') or {}).get('storage') or ''}",
+            f"Access Modes:  {','.join(_SHORT_MODES.get(m, m) for m in st.get('accessModes') or [])}",
+            f"VolumeMode:    {spec.get('volumeMode') or 'Filesystem'}",
+        ]
+        if local_path:
+            lines.append(f"Local path:    {local_path}")
+    if kind == "PersistentVolumeClaim" or users:
+        lines.append(f"Used By:      {', '.join(f'trainjob/{u}' for u in users) or '<none>'}")
+    return "\n".join(lines) + "\n"
+
+
+def describe_core(backend: Backend, kind: str, name: str, namespace: str, output: str) -> None:
+    o = backend.get_core(kind, name, namespace)
+    users = backend.core_users(kind, name, namespace)
+    if output == "text":
+        claim_path = getattr(backend, "claim_path", None)  # the local backend's directory of a claim
+        path = claim_path(o) if claim_path is not None and kind == "PersistentVolumeClaim" else None
+        click.echo(describe_text(o, users, path), nl=False)
+    else:
+        if kind == "Secret":  # describe never shows a Secret's values, in any format
+            o = {**o, "data": {k: f"<{n} bytes>" for k, n in _sizes(o)}}
+        dump_objects([{**o, "usedBy": users}], output)
