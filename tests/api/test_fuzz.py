@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api import constants as c
+from kubetrain.api.core import CORE_KINDS, validate_core_object
 from kubetrain.api.errors import Result
 from kubetrain.api.loader import LEGACY_API_VERSIONS, parse_document
 from kubetrain.compiler import Subject, compile_trainjob, fixed_keygen, validate_objects
@@ -37,7 +38,8 @@ settings.register_profile("fuzz", max_examples=10_000, deadline=None, suppress_h
 PROFILE = settings.get_profile(os.environ.get("KUBETRAIN_FUZZ_PROFILE", "ci"))
 
 API_VERSIONS = (c.API_VERSION, *LEGACY_API_VERSIONS, "v1", "trainer.kubeflow.org/v9")
-KINDS = (c.KIND_TRAINJOB, c.KIND_TRAINING_RUNTIME, c.KIND_CLUSTER_TRAINING_RUNTIME, "ConfigMap", "Trainjob")
+KINDS = (c.KIND_TRAINJOB, c.KIND_TRAINING_RUNTIME, c.KIND_CLUSTER_TRAINING_RUNTIME, "ConfigMap", "Secret",
+         "PersistentVolumeClaim", "Trainjob", "Deployment")
 Obj = dict[str, Any]
 
 
@@ -178,7 +180,10 @@ def test_documents_of_every_api_version_load_or_explain(doc: Any) -> None:
     if parsed.obj is None:
         assert parsed.result.errors or parsed.result.warnings, doc
     else:
-        assert parsed.obj.api_version == c.API_VERSION  # legacy versions are converted, never kept
+        # Legacy versions are converted, never kept; the core kinds are served as v1 only.
+        assert parsed.obj.api_version == ("v1" if parsed.obj.kind in CORE_KINDS else c.API_VERSION)
+        if parsed.obj.kind in CORE_KINDS:
+            _well_formed(validate_core_object(parsed.obj))  # type: ignore[arg-type]
 
 
 @st.composite

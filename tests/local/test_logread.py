@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -248,8 +249,17 @@ def test_once_with_step_container_and_errors(store: Store, tmp_path: Path) -> No
     ]
     with pytest.raises(KubetrainError, match=r"container 'x' is not in step node-0-0 \(containers: node\)"):
         list(backend.log_stream("tj", "default", LogOptions(step="node", container="x")))
-    with pytest.raises(KubetrainError, match=r"several containers .* -c cannot pick one here"):
-        list(backend.log_stream("tj", "default", LogOptions(step="sidecar", container="a")))
+    # Each container of a pod has its own log: the default one (here the first, `a`) is the pod's, the others
+    # are beside it.
+    (tmp_path / "sidecar-0-0.b.log").write_text("from b\n")
+    sidecar = LogOptions(step="sidecar")
+    assert list(lines_of(backend.log_stream("tj", "default", sidecar))) == ["s"]
+    assert list(lines_of(backend.log_stream("tj", "default", replace(sidecar, container="a")))) == ["s"]
+    assert list(lines_of(backend.log_stream("tj", "default", replace(sidecar, container="b")))) == ["from b"]
+    assert list(lines_of(backend.log_stream("tj", "default", replace(sidecar, all_containers=True)))) == [
+        "[sidecar-0/0/a] s",
+        "[sidecar-0/0/b] from b",
+    ]
     with pytest.raises(KubetrainError, match=r"no step 'launcher' in TrainJob tj \(replicated jobs: node, sidecar"):
         list(backend.log_stream("tj", "default", LogOptions(step="launcher")))
     with pytest.raises(

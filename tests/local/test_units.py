@@ -109,7 +109,7 @@ class TestEnv:
             "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "gone", "key": "k"}}}],
         }
         with pytest.raises(
-            EnvError, match=r"pod\.env\[0\]\.valueFrom\.secretKeyRef: Secret 'gone' not found.*apply"
+            EnvError, match=r"pod\.env\[0\]\.valueFrom\.secretKeyRef: secret \"gone\" not found.*waits.*apply"
         ):
             container_env(c, {}, ObjectIndex([]), base={}, pod_ip="x", where="pod")
 

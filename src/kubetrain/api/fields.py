@@ -10,6 +10,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 
@@ -58,7 +59,8 @@ def child_model(model: type[BaseModel], alias: str) -> tuple[type[BaseModel] | N
 def locations(kind: str) -> dict[str, tuple[str, ...]]:
     """field name -> every path (``spec.mlPolicy``) whose object accepts that field, for one kind."""
     roots: dict[str, type[BaseModel]] = {
-        "TrainJob": TrainJob, "TrainingRuntime": TrainingRuntime, "ClusterTrainingRuntime": ClusterTrainingRuntime
+        "TrainJob": TrainJob, "TrainingRuntime": TrainingRuntime, "ClusterTrainingRuntime": ClusterTrainingRuntime,
+        "ConfigMap": ConfigMap, "Secret": Secret, "PersistentVolumeClaim": PersistentVolumeClaim,
     }
     root = roots[kind]
     out: dict[str, list[str]] = {}

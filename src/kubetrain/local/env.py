@@ -22,8 +22,10 @@ class MissingReference(EnvError):
     """A ConfigMap, Secret (or key) the pod needs does not exist (yet): the kubelet keeps such a pod waiting with
     ``reason`` and retries, so applying the object later starts it. ``message`` is in the kubelet's words."""
 
+    FIX = "the pod waits until it exists: apply it with `kubetrain apply -f`, or mark the reference optional"
+
     def __init__(self, reason: str, message: str, where: str) -> None:
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message} ({self.FIX})")
         self.reason = reason
         self.message = message
 

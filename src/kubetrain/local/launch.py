@@ -171,9 +171,9 @@ class PodLauncher(JobState):
         message = f"{exc.reason}: {exc.message}"
         if pod.message != message:
             if exc.reason == MOUNT_WAIT:
-                self.event("Warning", "FailedMount", f"pod {pod.plan.short}: {exc.message}")
+                self.event("Warning", "FailedMount", f"pod {pod.plan.short}: {exc.message} ({exc.FIX})")
             else:
-                self.event("Warning", "Failed", f"pod {pod.plan.short}: Error: {exc.message}")
+                self.event("Warning", "Failed", f"pod {pod.plan.short}: Error: {exc.message} ({exc.FIX})")
         pod.state, pod.ready, pod.message = "Pending", False, message
         pod.init_left, pod.in_init = [], False
         pod.restart_at = time.monotonic() + REFERENCE_RETRY

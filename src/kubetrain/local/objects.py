@@ -71,6 +71,8 @@ def apply(store: Store, manifest: dict[str, Any], namespace: str) -> str:
     meta["namespace"] = meta.get("namespace") or namespace
     obj = _parse(wire)
     kind, ns, name = obj.kind, meta["namespace"], meta.get("name", "")
+    if kind == KIND_PVC:
+        finalize_claims(store)  # a claim whose last user has finished is gone: this creates it anew
     with store.transaction():
         old_text = store.runtime_manifest(kind, ns, name)
         old = None if old_text is None else _loads(old_text)
@@ -101,6 +103,10 @@ def apply(store: Store, manifest: dict[str, Any], namespace: str) -> str:
             spec.setdefault("volumeMode", "Filesystem")
             new.pop("status", None)
             new["metadata"]["finalizers"] = [PVC_PROTECTION]
+            # Bound at once (a default StorageClass's Immediate binding): the directory exists from now on.
+            root = claim_dir(ns, name, new["metadata"]["uid"])
+            root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            root.mkdir(exist_ok=True)
         return store.put_object(new)
 
 
