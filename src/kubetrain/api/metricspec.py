@@ -30,7 +30,7 @@ def check_metrics(metrics: list[Any] | None, path: str) -> list[Finding]:
             out.append(Finding(where, "a metric is a MetricSpec object", _EXAMPLE))
             continue
         kind = metric.get("type")
-        if kind not in _KEYS:
+        if not isinstance(kind, str) or kind not in _KEYS:
             out.append(Finding(f"{where}.type", f"must be one of {', '.join(_KEYS)}, got {kind!r}", _EXAMPLE))
             continue
         key = _KEYS[kind]
@@ -58,7 +58,7 @@ def _target(target: Any, kind: str, where: str) -> list[Finding]:
     if not isinstance(target, dict):
         return [Finding(where, "the target is missing", "e.g. {type: AverageValue, averageValue: 100}")]
     ttype = target.get("type")
-    if ttype not in _TARGETS:
+    if not isinstance(ttype, str) or ttype not in _TARGETS:
         return [Finding(f"{where}.type", f"must be one of {', '.join(_TARGETS)}, got {ttype!r}")]
     if ttype == "Utilization" and kind not in ("Resource", "ContainerResource"):
         return [Finding(f"{where}.type", "Utilization is a percentage of the pods' requests: only Resource and "
