@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.api.logtext import lines_of
+from kubetrain.api.views import LogOptions
 from kubetrain.local import security_context as sc
 from kubetrain.local.backend import LocalBackend
 from kubetrain.local.supervisor import Supervisor
@@ -97,12 +99,9 @@ def run(backend: LocalBackend, pod: dict[str, Any], wd: Path, name: str = "sc") 
 
 
 def probes(backend: LocalBackend, name: str = "sc") -> list[dict[str, Any]]:
-    """What each container printed (its pod's log holds all of its containers' output)."""
-    return [
-        json.loads(line.partition("PROBE ")[2])
-        for line in backend.logs(name, "default", step=None, follow=False)
-        if "PROBE {" in line
-    ]
+    """What each container printed (each container has its own log: all of them are read)."""
+    stream = backend.log_stream(name, "default", LogOptions(all_containers=True))
+    return [json.loads(line.partition("PROBE ")[2]) for line in lines_of(stream) if "PROBE {" in line]
 
 
 def mask(caps: frozenset[str]) -> str:

@@ -134,6 +134,8 @@ def test_ids_capabilities_and_files_as_an_unprivileged_user(account: pwd.struct_
     env = user_env(pw)
     r = as_user(pw, [*KUBETRAIN, "run", "-f", "job.yaml"], env=env, cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    # `run` shows each pod's default container; every container's output is in its own log.
+    r = as_user(pw, [*KUBETRAIN, "logs", "secctx", "--all-containers"], env=env, cwd=str(job), timeout=60)
     got = [json.loads(line.partition("PROBE ")[2]) for line in r.stdout.splitlines() if "PROBE {" in line]
     node = next(g for g in got if g["uid"] == 1000)
     assert (node["gid"], node["NoNewPrivs"]) == (3000, "1")

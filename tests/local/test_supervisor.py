@@ -229,18 +229,23 @@ def test_two_trainjobs_at_once_both_bind_the_same_port(kt_home: Path, tmp_path: 
     assert all(condition(results[n], "Complete") for n in ("job-a", "job-b")), results
 
 
-def test_config_error_fails_with_the_field_path_not_a_traceback(
+def test_a_missing_secret_keeps_the_pod_waiting_with_the_kubelets_reason(
     backend: LocalBackend, tmp_path: Path
 ) -> None:
     bad = container(
         py("print(1)"), env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]
     )
     rt = runtime("badref", [rjob("node", [bad], ancestor="trainer")])
-    st = run_to_end(backend, [rt, trainjob("badref", "badref")], tmp_path)
+    # As on a cluster the pod waits for the Secret (nothing applies it here, so the deadline ends the wait).
+    st = run_to_end(backend, [rt, trainjob("badref", "badref", activeDeadlineSeconds=2)], tmp_path)
     failed = condition(st, "Failed")
-    assert failed is not None and failed["reason"] == "PodStartFailed"
-    assert "env[0].valueFrom.secretKeyRef: Secret 'nope' not found" in failed["message"]
-    assert "Traceback" not in failed["message"]
+    assert failed is not None and failed["reason"] == "DeadlineExceeded", st
+    pod = backend.store.list_pods("default", "badref")[0]
+    assert (pod.message is not None and pod.message.startswith("stopped")) or pod.state == "Pending", pod
+    events = [(e.reason, e.message) for e in backend.store.list_events("default", "badref")]
+    assert ("Failed", 'pod node-0-0: Error: secret "nope" not found (the pod waits until it exists: apply it '
+            "with `kubetrain apply -f`, or mark the reference optional)") in events, events
+    assert not any("Traceback" in m for _, m in events)
 
 
 def test_gpu_nproc_without_gpus_is_a_clear_error(
