@@ -44,7 +44,7 @@ from _report import write_section  # noqa: E402
 from kubetrain.k8s.client import Client, NotFound  # noqa: E402
 from kubetrain.k8s.client import resources as r  # noqa: E402
 from kubetrain.k8s.client.config import ClusterConfig, from_kubeconfig  # noqa: E402
-from kubetrain.k8s.fakeapi import FakeApiServer  # noqa: E402
+from kubetrain.testing.fakeapi import FakeApiServer  # noqa: E402
 
 API = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = "bench-torch"

@@ -12,7 +12,7 @@ from typing import Any
 from kubetrain.compiler import fixed_keygen
 from kubetrain.k8s.client import Client
 from kubetrain.k8s.client.config import ClusterConfig
-from kubetrain.k8s.fakeapi import FakeApiServer
+from kubetrain.testing.fakeapi import FakeApiServer
 from kubetrain.k8s.operator import Operator, OperatorSettings
 
 GROUP = "trainer.kubeflow.org"

@@ -141,7 +141,7 @@ def test_throttled_api_server_is_retried_transparently() -> None:
 
 def test_podgroup_crd_missing_is_reported_on_the_trainjob() -> None:
     async def body() -> None:
-        from kubetrain.k8s.fakeapi import default_resources
+        from kubetrain.testing.fakeapi import default_resources
 
         async with fake_env(resources=default_resources(podgroups=False)) as env:
             await env.client.create(mpi_runtime())

@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 
 from kubetrain.k8s.client.resources import KNOWN, Resource
-from kubetrain.k8s.fakeapi.store import Store, StoreError
+from kubetrain.testing.fakeapi.store import Store, StoreError
 
 _STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "customresourcedefinitions"}
 
