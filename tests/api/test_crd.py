@@ -221,18 +221,60 @@ def test_int_or_string_fields() -> None:
     assert torch["properties"]["numProcPerNode"]["default"] == "auto"
 
 
-def test_pod_templates_keep_unknown_fields() -> None:
+def test_pod_templates_are_typed_down_to_every_field() -> None:
+    """The pod spec is Kubernetes' own PodSpec, so the API server prunes and type-checks it without the webhook."""
     rjob = schema_of("TrainingRuntime")["properties"]["spec"]["properties"]["template"]["properties"]["spec"][
         "properties"
     ]["replicatedJobs"]["items"]
-    pod_spec = rjob["properties"]["template"]["properties"]["spec"]["properties"]["template"]["properties"][
-        "spec"
+    job_spec = rjob["properties"]["template"]["properties"]["spec"]
+    pod_spec = job_spec["properties"]["template"]["properties"]["spec"]
+    assert pod_spec["required"] == ["containers"]
+    container = pod_spec["properties"]["containers"]["items"]
+    assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"][
+        "x-kubernetes-int-or-string"
     ]
-    assert pod_spec == {
-        "description": pod_spec["description"],
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-    }
+    assert container["properties"]["ports"]["x-kubernetes-list-map-keys"] == ["containerPort", "protocol"]
+    assert job_spec["properties"]["template"]["properties"]["metadata"]["properties"].keys() == {
+        "annotations", "finalizers", "labels", "name", "namespace"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_nothing_is_left_untyped(kind: str) -> None:
+    """No x-kubernetes-preserve-unknown-fields: every field the server stores is one the schema describes."""
+    assert [path for path, node in nodes(schema_of(kind)) if "x-kubernetes-preserve-unknown-fields" in node] == []
+
+
+def test_patches_do_not_require_what_they_patch() -> None:
+    spec = schema_of("TrainJob")["properties"]["spec"]["properties"]
+    override = spec["podTemplateOverrides"]["items"]["properties"]["spec"]
+    patch = spec["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"]["properties"]["template"][
+        "properties"
+    ]["spec"]["properties"]["replicatedJobs"]["items"]["properties"]["template"]["properties"]["spec"][
+        "properties"
+    ]["template"]["properties"]["spec"]
+    for pod_spec in (override, patch):
+        assert "required" not in pod_spec
+        assert "containers" in pod_spec["properties"]
+        assert pod_spec["properties"]["containers"]["items"]["required"] == ["name"]  # the merge key stays
+
+
+def test_a_quantity_or_a_typo_is_caught_by_the_schema_alone() -> None:
+    pod = {"containers": [{"name": "node", "image": "x", "resources": {"limits": {"cpu": "2 cores"}}}]}
+    doc = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "r"},
+        "spec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+        ]}}},
+    }  # fmt: skip
+    assert [e.split(":")[0] for e in errors("ClusterTrainingRuntime", doc)] == [
+        "spec.template.spec.replicatedJobs.0.template.spec.template.spec.containers.0.resources.limits.cpu"
+    ]
+    pod["containers"][0] = {"name": "node", "image": "x", "comand": ["python"]}
+    assert errors("ClusterTrainingRuntime", doc) == []  # the server would prune it ...
+    assert errors("ClusterTrainingRuntime", doc, strict=True)  # ... because the schema does not have it
 
 
 def test_defaults_from_the_models_are_advertised() -> None:

@@ -22,12 +22,13 @@ Public:
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Final, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
 
-from kubetrain.api import jobset, runtime, trainjob
+from kubetrain.api import jobset, k8sschema, meta, runtime, trainjob
 from kubetrain.api.constants import (
     GROUP,
     KIND_CLUSTER_TRAINING_RUNTIME,
@@ -105,6 +106,16 @@ _FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
 }
 
 _MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    trainjob.TrainerStatus: [
+        {"rule": "has(self.lastUpdatedTime)", "message": "lastUpdatedTime is required when trainerStatus is present"}
+    ],
+    jobset.VolumeClaimPolicy: [
+        {
+            "rule": "!has(self.templates) || self.templates.all(t, !has(t.metadata) || !has(t.metadata.namespace) "
+            "|| size(t.metadata.namespace) == 0)",
+            "message": "namespace cannot be set for VolumeClaimPolicies templates",
+        }
+    ],
     trainjob.TrainJob: [
         {
             "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
@@ -141,19 +152,71 @@ _LIST_MAPS: Final[dict[tuple[type[BaseModel], str], list[str]]] = {
     (jobset.JobSetSpec, "replicated_jobs"): ["name"],
     (jobset.ReplicatedJob, "depends_on"): ["name"],
 }
-# Limits the CRD needs beyond the models' own: the API server estimates each CEL rule's worst-case cost from
-# maxItems/maxLength, and rejects the CRD if a rule over unbounded strings could be too expensive.
+# Limits the CRD needs beyond the models' own. The API server estimates each CEL rule's worst-case cost from
+# the maxItems/maxLength/maxProperties of what the rule reads (unbounded means "as much as fits in a 3 MiB
+# request") times how often the rule can run (the maxItems of every list above it), and rejects the CRD when a
+# rule could cost more than its budget. tests/api/test_crd_cost.py estimates every rule the same way.
 _SCHEMA_EXTRA: Final[dict[tuple[type[BaseModel], str], dict[str, Any]]] = {
     (runtime.EnvInjectionTarget, "container_names"): {"items": {"maxLength": 63}},
     # Upstream's bounds: they keep the cost of the trainer's immutability rule (self == oldSelf) estimable.
     (trainjob.Trainer, "command"): {"items": {"maxLength": 1048576}},
     (trainjob.Trainer, "args"): {"items": {"maxLength": 1048576}},
+    # JobSet's own bounds: dependsOn's immutability rule compares whole lists, so their length must be known.
+    (jobset.ReplicatedJob, "depends_on"): {"maxItems": 5},
+    (jobset.JobSetSpec, "volume_claim_policies"): {"maxItems": 50},
+    (jobset.VolumeClaimPolicy, "templates"): {"maxItems": 50},
+    # Upstream's bounds on status (metav1.Condition's own limits).
+    (meta.Condition, "type"): {"maxLength": 316},
+    (meta.Condition, "reason"): {"maxLength": 1024},
+    (meta.Condition, "message"): {"maxLength": 32768},
+    (trainjob.JobStatus, "name"): {"maxLength": 253},
 }
 _LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {(runtime.EnvInjectionTarget, "container_names")}
 _LIST_ATOMIC: Final[set[tuple[type[BaseModel], str]]] = {
     (trainjob.Trainer, "command"),
     (trainjob.Trainer, "args"),
 }
+
+# --- Kubernetes types ---
+# Fields the models keep as Kubernetes-shaped dicts (pod specs, PVC templates, metric specs) or model only in
+# part get the full schema of the Kubernetes type, generated from the Kubernetes OpenAPI definitions
+# (``k8sschema``), so the API server prunes and type-checks them even when the webhook is down, and
+# ``kubectl explain`` documents them.
+
+
+@dataclass(frozen=True)
+class _K8s:
+    definition: str
+    patch: bool = False
+    """A strategic-merge patch: the definition's top-level required fields come from what it patches."""
+
+
+_K8S_FIELDS: Final[dict[tuple[type[BaseModel], str], _K8s]] = {
+    (jobset.JobTemplateSpec, "spec"): _K8s(k8sschema.JOB_SPEC),
+    (jobset.PodTemplateSpec, "spec"): _K8s(k8sschema.POD_SPEC),
+    (jobset.VolumeClaimPolicy, "templates"): _K8s(k8sschema.PVC),
+    (runtime.ElasticPolicy, "metrics"): _K8s(k8sschema.METRIC_SPEC),
+    (trainjob.PodTemplateOverride, "spec"): _K8s(k8sschema.POD_SPEC, patch=True),
+    (trainjob.PodTemplatePatch, "spec"): _K8s(k8sschema.POD_SPEC, patch=True),
+}
+# Models that stand for a Kubernetes type wherever they appear.
+_K8S_MODELS: Final[dict[type[BaseModel], str]] = {
+    meta.EnvVar: k8sschema.ENV_VAR,
+    meta.ResourceRequirements: k8sschema.RESOURCES,
+    meta.TemplateMeta: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",  # the embedded form
+}
+
+
+def _k8s_field(prop: Schema, spec: _K8s) -> Schema:
+    """``prop`` (a model field's schema) with the Kubernetes type in place of its object or list items."""
+    k8s = k8sschema.schema(spec.definition, patch=spec.patch)
+    if prop.get("type") == "array":
+        out = {k: v for k, v in prop.items() if k != "items"}
+        out["items"] = k8s
+        return out
+    own: Schema = {k: prop[k] for k in ("description", "x-kubernetes-validations") if k in prop}
+    return {**k8s, **own}
+
 
 # --- kubectl explain text ---
 # Used only where the model field has no ``description=`` of its own (a model description always wins), so the
@@ -324,13 +387,16 @@ class _Converter:
                 prop["x-kubernetes-list-type"] = "map"
                 prop["x-kubernetes-list-map-keys"] = list(_LIST_MAPS[(model, name)])
                 self.applied.add(("map", model, name))
-            for key, extra in _SCHEMA_EXTRA.get((model, name), {}).items():
-                prop[key] = {**prop.get(key, {}), **extra} if isinstance(extra, dict) else extra
+            for extra_key, extra in _SCHEMA_EXTRA.get((model, name), {}).items():
+                prop[extra_key] = {**prop.get(extra_key, {}), **extra} if isinstance(extra, dict) else extra
                 self.applied.add(("extra", model, name))
             if (model, name) in _LIST_SETS:
                 prop["x-kubernetes-list-type"] = "set"
             if (model, name) in _LIST_ATOMIC:
                 prop["x-kubernetes-list-type"] = "atomic"
+            if (model, name) in _K8S_FIELDS:
+                props[key] = _k8s_field(prop, _K8S_FIELDS[(model, name)])
+                self.applied.add(("k8s", model, name))
         if model in _MODEL_RULES:
             out.setdefault("x-kubernetes-validations", []).extend(copy.deepcopy(_MODEL_RULES[model]))
             self.applied.add(("model", model))
@@ -339,7 +405,11 @@ class _Converter:
     def _node(self, node: Schema) -> Schema:
         if "$ref" in node:
             name = node["$ref"].rsplit("/", 1)[-1]
-            resolved = self._model(self.defs[name], self.models.get(name))
+            model = self.models.get(name)
+            if model in _K8S_MODELS:
+                resolved = k8sschema.schema(_K8S_MODELS[model])
+            else:
+                resolved = self._model(self.defs[name], model)
             # Keys beside the $ref (a field's own description) describe this use and win over the class's.
             for k, v in self._node({k: v for k, v in node.items() if k != "$ref"}).items():
                 resolved[k] = v
@@ -368,8 +438,12 @@ class _Converter:
             elif key == "additionalProperties":
                 if isinstance(value, dict):
                     out["additionalProperties"] = self._node(value)
-                elif value is True:
+                elif value is True and "properties" not in node:
+                    # A free-form dict the tables above do not type. No CRD field is left like that (a test
+                    # checks), but the converter stays total.
                     out["x-kubernetes-preserve-unknown-fields"] = True
+                # True next to properties (a model that passes unknown fields through in Python): the CRD
+                # still prunes them, so what the server stores is what the schema describes.
                 # False: pruning already drops unknown fields; structural schemas may not say false.
             else:
                 out[key] = copy.deepcopy(value)
@@ -528,7 +602,10 @@ def generate_crds() -> list[dict[str, Any]]:
     expected |= {("desc", m, f) for m, f in _DESCRIPTIONS}
     expected |= {("model", m) for m in _MODEL_RULES}
     expected |= {("extra", m, f) for m, f in _SCHEMA_EXTRA}
-    for m, f in (*_FIELD_RULES, *_LIST_MAPS, *_DESCRIPTIONS, *_LIST_SETS, *_LIST_ATOMIC, *_SCHEMA_EXTRA):
+    expected |= {("k8s", m, f) for m, f in _K8S_FIELDS}
+    for m, f in (
+        *_FIELD_RULES, *_LIST_MAPS, *_DESCRIPTIONS, *_LIST_SETS, *_LIST_ATOMIC, *_SCHEMA_EXTRA, *_K8S_FIELDS
+    ):
         _alias(m, f)
     missing = expected - converters_applied
     if missing:
