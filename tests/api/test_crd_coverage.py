@@ -44,9 +44,7 @@ def root(crd: dict[str, Any]) -> dict[str, Any]:
 
 def upstream_files() -> list[Any]:
     return [
-        pytest.param(version, name, id=f"{version}/{name}")
-        for version in ("v2.1", "v2.3")
-        for name in sorted(CRDS)
+        pytest.param(version, name, id=f"{version}/{name}") for version in ("v2.1", "v2.3") for name in sorted(CRDS)
     ]
 
 

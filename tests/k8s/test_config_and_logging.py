@@ -55,9 +55,9 @@ def test_inline_client_cert_is_written_to_private_files(tmp_path: Path) -> None:
     assert oct(Path(cfg.cert_file).stat().st_mode)[-3:] == "600"
 
 
-def test_unknown_context_and_exec_plugins_are_clear_errors(tmp_path: Path) -> None:
+def test_unknown_context_and_bad_exec_sections_are_clear_errors(tmp_path: Path) -> None:
     path = write(tmp_path, doc({"exec": {"command": "aws"}}))
-    with pytest.raises(ConfigError, match="exec/auth-provider"):
+    with pytest.raises(ConfigError, match=r"exec\.apiVersion is None; expected one of"):
         from_kubeconfig(path)
     with pytest.raises(ConfigError, match="no context named 'nope'"):
         from_kubeconfig(path, "nope")
