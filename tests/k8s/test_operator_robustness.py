@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.operator import Operator, OperatorSettings
+from kubetrain.k8s.operator.leader import LeaseNamespaceMissing
 from tests.k8s.helpers import (
     client_for,
     fake_env,
@@ -257,5 +260,35 @@ def test_a_new_trainjob_is_not_queued_behind_a_restart_relist() -> None:
                 done_before = [j["metadata"]["name"] for j in env.items("jobsets", JS)]
             # The fresh job overtook almost all of the 40 queued by the relist.
             assert len(done_before) <= 6, done_before
+
+    run(body)
+
+
+def test_a_missing_lease_namespace_stops_the_operator_at_once_with_the_fixes() -> None:
+    """Outside a cluster the default Lease namespace (kubeflow-system) often does not exist: say so, no retries."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            # What kube-apiserver answers when creating an object in a namespace that does not exist.
+            env.api.inject(
+                "POST",
+                r"/namespaces/kubeflow-system/leases",
+                404,
+                reason="NotFound",
+                message='namespaces "kubeflow-system" not found',
+                details={"name": "kubeflow-system", "kind": "namespaces"},
+            )
+            op = Operator(
+                client_for(env.api, qps=0),
+                OperatorSettings(leader_election=True, health_port=None, lease_namespace="kubeflow-system"),
+            )
+            with pytest.raises(LeaseNamespaceMissing) as exc:
+                await asyncio.wait_for(op.run(asyncio.Event()), 30)
+            text = str(exc.value)
+            for fix in ("--lease-namespace", "--no-leader-elect", "kubectl create namespace kubeflow-system"):
+                assert fix in text
+            posts = [p for m, p in env.api.requests if m == "POST" and "/leases" in p]
+            assert len(posts) == 1  # failed on the first attempt, did not retry
+            await op.client.close()
 
     run(body)
