@@ -85,3 +85,36 @@ def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     cfg = load()
     assert (cfg.server, cfg.namespace, cfg.bearer()) == ("https://10.0.0.1:443", "kubeflow-system", "sa-token")
     assert cfg.ca_file == str(tmp_path / "ca.crt")
+
+
+def test_impersonation_from_the_kubeconfig_becomes_headers(tmp_path: Path) -> None:
+    import asyncio
+
+    from kubetrain.k8s.client.session import ApiSession
+
+    user = {
+        "token": "t",
+        "as": "system:serviceaccount:kubeflow-system:kubetrain-operator",
+        "as-groups": ["system:serviceaccounts", "system:authenticated"],
+        "as-user-extra": {"scopes": ["a", "b"]},
+    }
+    cfg = from_kubeconfig(write(tmp_path, doc(user)))
+
+    async def headers() -> list[tuple[str, str]]:
+        session = ApiSession(cfg)
+        try:
+            _, sent = await session._prepare(None)
+            return list(sent.items())
+        finally:
+            await session.close()
+
+    assert asyncio.run(headers()) == [
+        ("Impersonate-User", "system:serviceaccount:kubeflow-system:kubetrain-operator"),
+        ("Impersonate-Group", "system:serviceaccounts"),
+        ("Impersonate-Group", "system:authenticated"),
+        ("Impersonate-Extra-scopes", "a"),
+        ("Impersonate-Extra-scopes", "b"),
+        ("Authorization", "Bearer t"),
+    ]
+    with pytest.raises(ConfigError, match="needs `as`"):
+        from_kubeconfig(write(tmp_path, doc({"token": "t", "as-groups": ["g"]})))

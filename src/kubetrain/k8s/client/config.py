@@ -42,6 +42,9 @@ class ClusterConfig:
     key_file: str | None = None
     exec: ExecAuthenticator | None = None
     """An exec credential plugin; its token or certificate is asked for per request (:meth:`ApiSession`)."""
+    impersonate: dict[str, list[str]] = field(default_factory=dict)
+    """Impersonation headers (kubeconfig ``as``, ``as-uid``, ``as-groups``, ``as-user-extra``; kubectl's
+    ``--as``): requests are authorised as that user, e.g. the operator's service account."""
     _tempfiles: list[str] = field(default_factory=list, repr=False)
 
     def bearer(self) -> str | None:
@@ -123,6 +126,7 @@ def from_kubeconfig(path: str | None = None, context: str | None = None) -> Clus
         cfg.cert_file = _b64_to_file(user["client-certificate-data"], cfg)
     if user.get("client-key-data"):
         cfg.key_file = _b64_to_file(user["client-key-data"], cfg)
+    cfg.impersonate = _impersonation(user)
     if user.get("exec"):
         try:
             cfg.exec = ExecAuthenticator.from_kubeconfig(
@@ -133,6 +137,21 @@ def from_kubeconfig(path: str | None = None, context: str | None = None) -> Clus
     if not cfg.server:
         raise ConfigError(f"cluster of context {ctx_name!r} has no server")
     return cfg
+
+
+def _impersonation(user: dict[str, Any]) -> dict[str, list[str]]:
+    headers: dict[str, list[str]] = {}
+    if user.get("as"):
+        headers["Impersonate-User"] = [str(user["as"])]
+    if user.get("as-uid"):
+        headers["Impersonate-Uid"] = [str(user["as-uid"])]
+    if user.get("as-groups"):
+        headers["Impersonate-Group"] = [str(g) for g in user["as-groups"]]
+    for key, values in (user.get("as-user-extra") or {}).items():
+        headers[f"Impersonate-Extra-{key}"] = [str(v) for v in values]
+    if headers and "Impersonate-User" not in headers:
+        raise ConfigError("kubeconfig impersonation (as-groups, as-uid, as-user-extra) needs `as` (the user) too")
+    return headers
 
 
 # What replaced each auth-provider when kubectl dropped them (1.26): all are exec plugins now.

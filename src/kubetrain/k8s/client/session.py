@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+from multidict import CIMultiDict
 
 from kubetrain.k8s.client.config import ClusterConfig
 from kubetrain.k8s.client.errors import ApiError, CredentialError, error_for
@@ -113,9 +114,12 @@ class ApiSession:
                 await session.close()
         self._retired.clear()
 
-    async def _prepare(self, extra: Mapping[str, str] | None) -> tuple[aiohttp.ClientSession, dict[str, str]]:
+    async def _prepare(self, extra: Mapping[str, str] | None) -> tuple[aiohttp.ClientSession, CIMultiDict[str]]:
         """The HTTP session to use and the request headers with the current credential."""
-        headers = dict(extra or {})
+        headers: CIMultiDict[str] = CIMultiDict(extra or {})
+        for name, values in self.config.impersonate.items():
+            for value in values:
+                headers.add(name, value)  # Impersonate-Group repeats, one header per group
         credential = None
         if self.config.exec is not None:
             try:
