@@ -145,6 +145,8 @@ def test_schema_is_structural(kind: str) -> None:
             problems.append(f"{path}: additionalProperties false")
         if "default" in node and node["default"] is None:
             problems.append(f"{path}: null default")
+        if node.get("properties") == {}:
+            problems.append(f"{path}: empty properties (the server drops them, so stored != applied)")
         if node.get("x-kubernetes-list-type") == "map":
             keys = node["x-kubernetes-list-map-keys"]
             required = node["items"].get("required", [])

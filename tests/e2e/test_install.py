@@ -29,6 +29,17 @@ def test_crds_are_established_with_every_cel_rule(kubeconfig: str) -> None:
         assert "NonStructuralSchema" not in conds
 
 
+def test_the_server_stores_the_crds_exactly_as_generated(kubeconfig: str) -> None:
+    """If the API server normalised anything (an empty `properties` it drops, a default it adds), a second field
+    manager's server-side apply of the same files would conflict on `spec.versions`, an atomic list."""
+    from kubetrain.api.crd import generate_crds
+
+    for crd in generate_crds():
+        live = get(r.CRD, crd["metadata"]["name"], None)
+        assert live is not None
+        assert live["spec"]["versions"] == crd["spec"]["versions"], crd["metadata"]["name"]
+
+
 def _ensure_namespace(name: str) -> None:
     async def go(client: Client) -> None:
         try:

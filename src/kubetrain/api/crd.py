@@ -492,6 +492,11 @@ def _tidy(node: Any) -> Any:
     for key in sorted(node, key=lambda k: (rank.get(k, len(rank)), k)):
         value = node[key]
         if key == "properties":
+            if not value:
+                # The API server drops an empty `properties` when it stores the CRD; emitting it would make every
+                # server-side apply by a second field manager (kubectl after helm, an upgrade) a conflict, because
+                # what it applies would differ from what is stored.
+                continue
             out[key] = {name: _tidy(v) for name, v in value.items()}  # keep the models' field order
         elif key == "description" and isinstance(value, str):
             out[key] = value.replace("``", "`")
