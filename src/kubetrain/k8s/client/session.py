@@ -7,6 +7,7 @@ Every verb module (getting, applying, patching, ...) goes through :meth:`ApiSess
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import random
@@ -25,6 +26,16 @@ from kubetrain.k8s.client.ratelimit import TokenBucket
 log = logging.getLogger("kubetrain.k8s.client")
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+def resource_of(path: str) -> str:
+    """``jobsets`` for ``/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/name/status``."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    start = 2 if parts[:1] == ["api"] else 3  # /api/v1/... or /apis/<group>/<version>/...
+    rest = parts[start:]
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]  # namespaced: skip "namespaces/<ns>" unless the object is the namespace itself
+    return rest[0] if rest else "?"
 
 
 def parse_warning_header(value: str) -> list[str]:
@@ -86,6 +97,8 @@ class ApiSession:
         self.backoff_max = backoff_max
         self.requests_total = 0
         """Requests sent, retries included (the bench reads it)."""
+        self.writes: collections.Counter[str] = collections.Counter()
+        """Writes sent (POST, PUT, PATCH, DELETE) by resource plural, retries included."""
         self.warnings: list[str] = []
         """``Warning`` headers from the server (admission warnings, deprecations), oldest first."""
         self._timeout = request_timeout
@@ -181,6 +194,8 @@ class ApiSession:
         while True:
             await self.limiter.acquire()
             self.requests_total += 1
+            if method != "GET":
+                self.writes[resource_of(path)] += 1
             session, sent = await self._prepare(headers)
             try:
                 async with session.request(

@@ -113,6 +113,7 @@ class Operator:
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.queue_processing.set_function(lambda: self.queue.processing)
         self.metrics.api_requests.set_function(lambda: client.session.requests_total)
+        self.metrics.count_writes(lambda: client.session.writes)
         self.trainjobs.handlers.append(self._on_trainjob)
         for inf in owned.values():
             inf.handlers.append(self._on_owned)
