@@ -292,3 +292,29 @@ def test_a_missing_lease_namespace_stops_the_operator_at_once_with_the_fixes() -
             await op.client.close()
 
     run(body)
+
+
+def test_a_restart_over_converged_trainjobs_writes_nothing() -> None:
+    """Torch and MPI (hostfile, SSH Secret, PodGroup), one running and one finished: after a restart the slimmed
+    caches still show every object as up to date, so not one write goes out."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            await env.client.create(mpi_runtime())
+            await env.client.create(trainjob("torch-job"))
+            await env.client.create(trainjob("mpi-job", runtime="mpi"))
+            async with running_operator(env):
+                await wait_for(lambda: env.find("jobsets", "torch-job", group=JS))
+                await wait_for(lambda: env.find("jobsets", "mpi-job", group=JS))
+                done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done"}
+                await env.client.patch_status(r.JOBSET, "torch-job", "default", {"conditions": [done]})
+                await wait_for(lambda: conditions(env, "torch-job").get("Complete"))
+            async with running_operator(env) as op:
+                await wait_for(lambda: op.reconciler.metrics.reconcile_total._metrics, what="reconciles")
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="drained")
+                await asyncio.sleep(0.5)
+                writes = {k: v for k, v in op.client.session.writes.items() if k != "leases"}
+                assert writes == {}
+
+    run(body)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kubetrain.api.constants import FIELD_MANAGER
@@ -40,9 +40,14 @@ class Client:
         return await getting.get(self.session, res, name, namespace)
 
     async def list(
-        self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        return await getting.list_(self.session, res, namespace, label_selector=label_selector)
+        return await getting.list_(self.session, res, namespace, label_selector=label_selector, transform=transform)
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
         return await applying.apply(self.session, obj, field_manager=self.field_manager, force=force)

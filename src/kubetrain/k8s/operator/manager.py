@@ -13,6 +13,7 @@ import datetime as dt
 import importlib
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -52,6 +53,42 @@ def owned_only(obj: dict[str, Any]) -> dict[str, Any] | None:
     return strip_managed_fields(obj) if controller_owner(obj) else None
 
 
+# Metadata of owned objects the operator reads: identity, owner, version (relists compare it), deletion.
+_OWNED_META = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "deletionTimestamp")
+
+
+def _slim_meta(obj: dict[str, Any], *keep: str) -> None:
+    meta = obj.get("metadata") or {}
+    obj["metadata"] = {k: meta[k] for k in (*_OWNED_META, *keep) if k in meta}
+
+
+def owned_jobset(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A TrainJob's JobSet, reduced to what the reconciler reads: identity, owner, ``spec.suspend``, status.
+
+    The spec (pod templates and all) is most of a JobSet, and the operator never reads it back: a running
+    JobSet is never re-applied, a suspended one is re-applied from the compiler's output.
+    """
+    kept = owned_only(obj)
+    if kept is None:
+        return None
+    _slim_meta(kept)
+    spec = kept.get("spec") or {}
+    kept["spec"] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    return kept
+
+
+def owned_configmap(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A TrainJob's ConfigMap. Snapshots of one runtime are the same text for every TrainJob: kept once."""
+    kept = owned_only(obj)
+    if kept is not None:
+        # Labels and annotations stay: an MPI hostfile is re-applied only when the cached one lacks a desired
+        # field (``reconciler.contains``), and its labels are desired fields.
+        _slim_meta(kept, "labels", "annotations")
+        if isinstance(kept.get("data"), dict):
+            kept["data"] = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v for k, v in kept["data"].items()}
+    return kept
+
+
 def owned_secret(obj: dict[str, Any]) -> dict[str, Any] | None:
     # The operator only needs to know an SSH Secret exists; keeping key material in memory is pointless.
     kept = owned_only(obj)
@@ -59,6 +96,9 @@ def owned_secret(obj: dict[str, Any]) -> dict[str, Any] | None:
         kept.pop("data", None)
         kept.pop("stringData", None)
     return kept
+
+
+_OWNED_TRANSFORMS = {"secrets": owned_secret, "jobsets": owned_jobset, "configmaps": owned_configmap}
 
 
 class Operator:
@@ -83,7 +123,7 @@ class Operator:
                 client,
                 res,
                 namespace=ns,
-                transform=owned_secret if res is r.SECRET else owned_only,
+                transform=_OWNED_TRANSFORMS.get(res.plural, owned_only),
                 watch_timeout=wt,
             )
             for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP)
