@@ -226,7 +226,7 @@ async def bench(args: argparse.Namespace) -> str:
     target = "fake API server (in-memory, HTTP on 127.0.0.1)" if fake else f"API server {config.server}"
     p99_idle_ms = pct(idle, 99) * 1000
     lines = [
-        "## Operator (`bench/operator_burst.py`)",
+        "## Operator (`bench/operator_burst.py`)" if fake else "### The same burst on a real API server",
         "",
         f"`kubetrain operator` as a subprocess against the {target}; {args.n:,} TrainJobs (torch, 2 nodes) created "
         f"with 32 in flight; operator QPS {args.qps:g} / burst {args.burst}, concurrency {args.concurrency}. "
@@ -275,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     section = asyncio.run(bench(args))
     print(section)
     if not args.no_write:
-        write_section("operator", section)
+        if args.kubeconfig:
+            write_section("operator_real", section, after="operator")
+        else:
+            write_section("operator", section)
     return 0
 
 

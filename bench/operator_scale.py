@@ -283,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     section = asyncio.run(bench(args))
     print(section)
     if not args.no_write:
-        write_section("operator_scale_real" if args.kubeconfig else "operator_scale", section)
+        if args.kubeconfig:
+            write_section("operator_scale_real", section, after="operator_scale")
+        else:
+            write_section("operator_scale", section, after="operator_real")
     return 0
 
 

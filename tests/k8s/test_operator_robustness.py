@@ -318,3 +318,35 @@ def test_a_restart_over_converged_trainjobs_writes_nothing() -> None:
                 assert writes == {}
 
     run(body)
+
+
+def test_lease_renewals_do_not_wait_behind_a_throttled_burst() -> None:
+    """The reconcilers' token bucket can be minutes deep in a burst; renewals have their own, or the leader would
+    lose its lease (and exit) exactly when it is busiest."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            settings = OperatorSettings(
+                leader_election=True,
+                health_port=None,
+                lease_namespace="default",
+                lease_duration=2.0,
+                renew_deadline=1.0,
+                retry_period=0.2,
+                qps=1,
+                burst=1,
+            )
+            op = Operator(client_for(env.api, qps=1, burst=1), settings)
+            stop = asyncio.Event()
+            task = asyncio.create_task(op.run(stop))
+            await wait_for(lambda: op.started.is_set(), what="leader")
+            for i in range(30):
+                await env.client.create(trainjob(f"job-{i}"))  # ~60 throttled requests queue up at 1/s
+            await asyncio.sleep(4)  # four renew deadlines
+            assert op.elector is not None and not op.elector.lost.is_set() and op.elector.is_leader
+            stop.set()
+            assert await asyncio.wait_for(task, 30) == 0
+            await op.client.close()
+
+    run(body)

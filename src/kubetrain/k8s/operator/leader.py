@@ -139,7 +139,10 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period)
             try:
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
-            except (ApiError, TimeoutError) as exc:
+            except TimeoutError:
+                log.warning("lease renewal failed: no answer within %.0fs", self.renew_deadline)
+                ok = False
+            except ApiError as exc:
                 log.warning("lease renewal failed: %s", exc)
                 ok = False
             if ok:

@@ -8,6 +8,7 @@ in-flight reconciles finish (``shutdown_grace``), stop informers, release the le
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import importlib
@@ -132,9 +133,11 @@ class Operator:
         self.reconciler = TrainJobReconciler(client, self.caches, self.metrics, keygen=keygen, clock=clock)
         self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
         self.elector: LeaderElector | None = None
+        self._lease_client: Client | None = None
         if s.leader_election:
+            self._lease_client = Client(client.config, qps=s.lease_qps, burst=s.lease_burst)
             self.elector = LeaderElector(
-                client,
+                self._lease_client,
                 name=s.lease_name,
                 namespace=s.lease_namespace,
                 identity=s.identity,
@@ -153,12 +156,20 @@ class Operator:
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.queue_processing.set_function(lambda: self.queue.processing)
         self.metrics.api_requests.set_function(lambda: client.session.requests_total)
-        self.metrics.count_writes(lambda: client.session.writes)
+        self.metrics.count_writes(self._writes)
         self.trainjobs.handlers.append(self._on_trainjob)
         for inf in owned.values():
             inf.handlers.append(self._on_owned)
         self.runtimes.handlers.append(self._on_runtime)
         self.cluster_runtimes.handlers.append(self._on_runtime)
+
+    def _writes(self) -> dict[str, int]:
+        """Writes of every client of this process (reconcilers, leader election, webhook) by resource."""
+        total: collections.Counter[str] = collections.Counter(self.client.session.writes)
+        for extra in (self._lease_client, self._webhook_client):
+            if extra is not None:
+                total.update(extra.session.writes)
+        return dict(total)
 
     # -- event handlers: map every event to the TrainJob key(s) to reconcile ------------------------------
     def _on_trainjob(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
@@ -313,6 +324,8 @@ class Operator:
             if self.elector is not None:
                 await self.elector.release()
                 self.metrics.leader.set(0)
+            if self._lease_client is not None:
+                await self._lease_client.close()
             if self._webhook_stop is not None:
                 await self._webhook_stop()
             if self._webhook_client is not None:
