@@ -127,6 +127,11 @@ class ExecAuthenticator:
 
     # --- credentials ---
 
+    def cached(self) -> Credential | None:
+        """The cached credential if it is still fresh (no plugin run, no lock wait beyond a read)."""
+        cached = self._cached
+        return cached if cached is not None and cached.fresh(self.clock()) else None
+
     def credential(self) -> Credential:
         """The cached credential, or a new one from the plugin when there is none or it (nearly) expired."""
         with self._lock:

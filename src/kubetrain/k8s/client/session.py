@@ -135,11 +135,13 @@ class ApiSession:
                 headers.add(name, value)  # Impersonate-Group repeats, one header per group
         credential = None
         if self.config.exec is not None:
-            try:
-                # The plugin may take seconds (a browser login, a cloud CLI): never block the event loop.
-                credential = await asyncio.to_thread(self.config.exec.credential)
-            except ExecPluginError as exc:
-                raise CredentialError(str(exc)) from exc
+            credential = self.config.exec.cached()
+            if credential is None:
+                try:
+                    # The plugin may take seconds (a browser login, a cloud CLI): never block the event loop.
+                    credential = await asyncio.to_thread(self.config.exec.credential)
+                except ExecPluginError as exc:
+                    raise CredentialError(str(exc)) from exc
             cert = (credential.cert_pem, credential.key_pem)
             if self._session is None or cert != self._cert:
                 # A rotated client certificate needs a new TLS context. Open streams (watches) keep the old
