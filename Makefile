@@ -5,14 +5,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test test-fast lint bench crds clean
+.PHONY: install system-deps demo test test-fast lint bench crds clean fuzz
 
-# Debian packages the local backend uses: OpenMPI for real mpirun, bubblewrap for per-pod mount namespaces.
+# Debian packages the local backend uses: OpenMPI for real mpirun (and MPICH for mpiImplementation: MPICH, whose
+# alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux, slirp4netns (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux slirp4netns >/dev/null \
+	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns >/dev/null \
 	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux (its tests will be skipped)"; \
 	  else \
 	    echo "note: mpirun/bwrap missing and not root; MPI and mount-namespace features will be skipped"; \
@@ -35,6 +36,10 @@ test: install
 
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
+
+# Every loader path (current and legacy apiVersions) under >= 10,000 generated manifests; fails on any crash.
+fuzz: install
+	KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q tests/api/test_fuzz.py
 
 lint: install
 	$(BIN)/ruff check src tests bench

@@ -168,8 +168,8 @@ def section(r: dict[str, Any]) -> str:
             "the built-in `torch-distributed` runtime (looked up as a dict and parsed per review), HTTPS on "
             f"127.0.0.1, {r['concurrency']} keep-alive connections, {platform.python_implementation()} "
             f"{platform.python_version()}, {_cores()} cores. Server-side time is measured in the request "
-            "handler (read body, parse, look up, validate, encode); TLS and HTTP parsing count only in the "
-            "round trip.",
+            "handler (read body, parse, look up, validate, rate the pods (Pod Security), encode); TLS and HTTP "
+            "parsing count only in the round trip.",
             "",
             "| measure | p50 | p90 | p99 |",
             "|---|---|---|---|",

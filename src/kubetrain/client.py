@@ -123,7 +123,8 @@ class Client:
 
     def wait(self, name: str, *, timeout: float = 600, poll: float = 0.2) -> TrainJob:
         """Block until the TrainJob is Complete or Failed and return it (check ``.state``); raises
-        ``TimeoutError`` after ``timeout`` seconds."""
+        ``TimeoutError`` after ``timeout`` seconds. Locally a supervisor that died is noticed on the next poll (the
+        TrainJob is then Failed with reason SupervisorLost)."""
         deadline = time.monotonic() + timeout
         while True:
             tj = self.get(name)
@@ -143,5 +144,10 @@ class Client:
         """Log lines as they are written, until the TrainJob finishes."""
         yield from self._backend.logs(name, self.namespace, step=step, follow=True)
 
-    def delete(self, name: str) -> None:
-        self._backend.delete_trainjob(name, self.namespace)
+    def delete(self, name: str, *, keep_logs: bool = False) -> None:
+        """Stop every process of the TrainJob (each pod gets its termination grace period) and remove it; locally
+        its logs go too unless ``keep_logs``."""
+        if self._cluster:
+            self._backend.delete_trainjob(name, self.namespace)
+        else:
+            self._backend.delete_trainjob(name, self.namespace, keep_logs=keep_logs)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from kubetrain.api.loader import load_text
 
 TRAINJOB = """\
@@ -38,7 +42,7 @@ def test_wrong_types() -> None:
     assert (path, message, source) == (
         "spec.trainer.numProcPerNode", "must have an int value or [auto cpu gpu], got 'many'", "job.yaml:9")
     ((path, message, _, _),) = load("    command: torchrun train.py")
-    assert (path, message) == ("spec.trainer.command", "expected a list, got str")
+    assert (path, message) == ("spec.trainer.command", "expected a list, got a string")
 
 
 def test_missing_required() -> None:
@@ -78,3 +82,73 @@ def test_legacy_group_in_runtime_ref_converted() -> None:
     assert loaded.result.ok
     assert loaded.objects[0].spec.runtime_ref.api_group == "trainer.kubeflow.org"
     assert "legacy group" in loaded.result.warnings[0].message
+
+
+def test_empty_files_and_directories_are_errors(tmp_path: Path) -> None:
+    from kubetrain.api.loader import load_file
+
+    for name, text in (("empty.yaml", ""), ("comments.yaml", "# nothing here\n---\n")):
+        (tmp_path / name).write_text(text)
+        (err,) = load_file(tmp_path / name).result.errors
+        assert (err.message, err.source) == ("no objects: the file is empty (or holds only comments)",
+                                             str(tmp_path / name))
+    empty_dir = tmp_path / "dir"
+    empty_dir.mkdir()
+    (err,) = load_file(empty_dir).result.errors
+    assert err.message == "no manifests: the directory holds no *.yaml or *.yml file"
+
+
+def test_a_broken_document_does_not_hide_the_others() -> None:
+    text = TRAINJOB.format(trainer="    numNodes: 1") + "---\nkind: [unclosed\n---\n" + TRAINJOB.format(
+        trainer="    numNodes: 2").replace("name: t\n", "name: u\n")
+    loaded = load_text(text, "multi.yaml")
+    assert [o.name for o in loaded.objects] == ["t", "u"]
+    (err,) = loaded.result.errors
+    assert err.source == "multi.yaml:12" and err.message.startswith("invalid YAML")
+
+
+OME_RUNTIME = """\
+apiVersion: ome.io/v1beta1
+kind: ClusterTrainingRuntime
+metadata: {{name: ome}}
+spec:
+  template:
+    spec: {spec}
+"""
+
+
+@pytest.mark.parametrize(("spec", "path", "message"), [
+    ('"not an object"', "spec.template.spec", "expected an object with fields, got a string"),
+    ("{replicatedJobs: [1, two]}", "spec.template.spec.replicatedJobs[0]",
+     "expected an object with fields, got an integer"),
+    ("{replicatedJobs: [{name: a, template: oops}]}", "spec.template.spec.replicatedJobs[0].template",
+     "expected an object with fields, got a string"),
+    ("{replicatedJobs: [{name: a, template: {metadata: [x]}}]}",
+     "spec.template.spec.replicatedJobs[0].template.metadata", "expected an object with fields, got a list"),
+    ("[]", "spec.template.spec", "expected an object with fields, got a list"),
+])
+def test_legacy_ome_runtimes_of_any_shape_are_explained_not_crashed(spec: str, path: str, message: str) -> None:
+    loaded = load_text(OME_RUNTIME.format(spec=spec), "ome.yaml")
+    assert (path, message) in [(e.path, e.message) for e in loaded.result.errors]
+
+
+def test_a_cluster_runtime_namespace_is_dropped_with_a_warning() -> None:
+    text = OME_RUNTIME.format(spec="{}").replace("ome.io/v1beta1", "trainer.kubeflow.org/v1alpha1").replace(
+        "{name: ome}", "{name: ome, namespace: team-a}")
+    loaded = load_text(text, "ctr.yaml")
+    assert loaded.objects[0].metadata.namespace is None
+    (warning,) = [w for w in loaded.result.warnings if w.path == "metadata.namespace"]
+    assert warning.message == ("a ClusterTrainingRuntime is cluster-scoped: namespace 'team-a' is ignored (the API "
+                               "server drops it)")
+    assert warning.fix == "remove metadata.namespace, or make it a TrainingRuntime to serve only that namespace"
+
+
+def test_a_document_that_fails_to_load_still_says_what_it_is_and_what_is_left() -> None:
+    loaded = load_text(TRAINJOB.format(trainer="    numNodes: two\n    numProcPerNode: 0"), "job.yaml")
+    assert not loaded.objects
+    (partial,) = loaded.partial
+    assert partial.pruned == ("spec.trainer.numNodes",)
+    assert partial.obj.spec.trainer is not None and partial.obj.spec.trainer.num_proc_per_node == 0
+    (identity,) = loaded.rejected
+    assert (identity.kind, identity.name) == ("TrainJob", "t")
+    assert loaded.result.errors[0].obj == "TrainJob t"

@@ -156,3 +156,68 @@ def test_patch_and_override_pod_specs_are_checked() -> None:
     assert found["spec.podTemplateOverrides[0].spec.nodeSelecter"] == "unknown field 'nodeSelecter'"
     assert found["spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec."
                  "template.spec.tolerations"].startswith("expected a list, got an object")
+
+
+def warnings_of(result: object) -> dict[str, tuple[str, str | None]]:
+    return {w.path: (w.message, w.fix) for w in result.warnings}  # type: ignore[attr-defined]
+
+
+def test_a_self_dependency_is_named_as_such() -> None:
+    rt = RuntimeBuilder().rjob("init", depends_on=[("init", "Complete")], containers=[{"name": "init", "image": "i"}])
+    found = errors(validate_runtime_object(rt.trainer().build()))
+    assert found["spec.template.spec.replicatedJobs[0].dependsOn[0].name"] == (
+        "replicated job 'init' depends on itself, so it could never start")
+    assert not any("move" in m for m in found.values())
+
+
+def test_failure_policy_rules_must_name_existing_jobs() -> None:
+    rules = [{"name": "stop", "action": "FailJobSet", "targetReplicatedJobs": ["node", "ghost"]},
+             {"name": "9bad", "action": "RestartJobSet"}, {"name": "stop", "action": "RestartJobSet"}]
+    rt = RuntimeBuilder().trainer().jobset(failurePolicy={"rules": rules}, coordinator={"replicatedJob": "nope"})
+    found = errors(validate_runtime_object(rt.build()))
+    base = "spec.template.spec.failurePolicy.rules"
+    assert found[f"{base}[0].targetReplicatedJobs[1]"] == (
+        "invalid replicatedJob name 'ghost' in failure policy does not appear in .spec.ReplicatedJobs")
+    assert found[f"{base}[1].name"].startswith("rule name '9bad' must match ^[A-Za-z]")
+    assert found[f"{base}[2].name"] == "duplicate rule name 'stop'"
+    assert found["spec.template.spec.coordinator.replicatedJob"] == "replicated job 'nope' does not exist"
+
+
+def test_a_misspelt_support_label_warns() -> None:
+    rt = RuntimeBuilder().trainer().label(c.LABEL_SUPPORT, "deprecatd").build()
+    message, fix = warnings_of(validate_runtime_object(rt))[f"metadata.labels[{c.LABEL_SUPPORT}]"]
+    assert message.startswith("unknown value 'deprecatd': the only value with a meaning is 'deprecated'")
+    assert fix == "did you mean 'deprecated'?"
+
+
+@pytest.mark.parametrize(("policy", "variable"), [({"torch": {}}, "PET_MASTER_ADDR"),
+                                                  ({"jax": {}}, "JAX_COORDINATOR_ADDRESS"),
+                                                  ({"xgboost": {}}, "DMLC_TRACKER_URI")])
+def test_a_trainer_job_not_named_node_warns(policy: dict[str, object], variable: str) -> None:
+    rt = RuntimeBuilder().ml(**policy).trainer(name="trainer").build()
+    message, fix = warnings_of(validate_runtime_object(rt))["spec.template.spec.replicatedJobs[0].name"]
+    assert f"points {variable} at <trainjob>-node-0-0" in message
+    assert fix == "rename the replicated job 'trainer' to 'node'"
+    assert "spec.template.spec.replicatedJobs[0].name" not in warnings_of(
+        validate_runtime_object(RuntimeBuilder().ml(**policy).trainer().build()))
+
+
+def test_runtime_num_proc_per_node_zero_is_an_error() -> None:
+    rt = RuntimeBuilder().ml(torch={"numProcPerNode": 0}).trainer().build()
+    assert errors(validate_runtime_object(rt))["spec.mlPolicy.torch.numProcPerNode"] == (
+        "NumProcPerNode must be equal to auto, cpu, gpu, or int value")
+
+
+def test_resources_per_node_quantities() -> None:
+    tj = TrainJobBuilder().resources(requests={"cpu": "lots", "nvidia.com/gpu": "1.5"}).build()
+    found = errors(validate_trainjob_object(tj))
+    assert found["spec.trainer.resourcesPerNode.requests[cpu]"] == "invalid quantity 'lots': not a quantity"
+    assert found["spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]"] == "must be an integer, got 1500m ('1.5')"
+
+
+def test_resources_per_node_merged_into_the_runtime_container_must_stay_valid() -> None:
+    rt = RuntimeBuilder().ml(torch={}).trainer(resources={"limits": {"nvidia.com/gpu": 1}}).build()
+    tj = TrainJobBuilder().resources(requests={"nvidia.com/gpu": 2}).build()
+    found = errors(validate_trainjob(tj, rt))
+    assert found["spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]"] == (
+        "after merging into the runtime's node container: must be equal to nvidia.com/gpu limit of 1")

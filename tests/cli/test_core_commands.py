@@ -158,7 +158,9 @@ def test_runtimes_list_shows_runtimes_applied_on_this_machine(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     result = runner.invoke(cli, ["runtimes", "list"])
     row = next(line for line in result.output.splitlines() if line.startswith("team-runtime"))
-    assert row.split() == ["team-runtime", "TrainingRuntime", "team-a", "torch", "mpi", "1", "supported", "applied"]
+    assert row.split() == [
+        "team-runtime", "TrainingRuntime", "team-a", "torch", "mpi", "1", "supported", "baseline", "applied"
+    ]
     result = runner.invoke(cli, ["runtimes", "list", "-n", "team-b", "-o", "name"])
     assert "trainingruntime/team-runtime" not in result.output
     result = runner.invoke(cli, ["runtimes", "show", "team-runtime"])

@@ -73,7 +73,7 @@ def test_launcher_as_node_counts_and_hostfile_order() -> None:
 @pytest.mark.parametrize(
     ("impl", "line", "expected_env"),
     [
-        ("Intel", "alpha-node-0-0.alpha:2", {"I_MPI_HYDRA_HOSTFILE": "/etc/mpi/hostfile", "I_MPI_PERHOST": "2"}),
+        ("Intel", "alpha-node-0-0.alpha:2", {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile", "I_MPI_PERHOST": "2"}),
         ("MPICH", "alpha-node-0-0.alpha:2", {"HYDRA_HOST_FILE": "/etc/mpi/hostfile"}),
     ],
 )
@@ -113,3 +113,44 @@ def test_validation_rules() -> None:
     assert errors["spec.trainer.numNodes"].startswith("must have 1 when MPI trainingRuntime with enabled")
     assert "must be an integer for MPI" in errors["spec.trainer.numProcPerNode"]
     assert errors["spec.trainer.env"] == "must not have reserved envs, invalid envs configured: [OMPI_MCA_plm_rsh_args]"
+
+
+def test_intel_mpi_reads_its_hostfile_variable() -> None:
+    objs = compile_objects(TrainJobBuilder(name="alpha", kind="TrainingRuntime").trainer(numNodes=2).build(),
+                           mpi_runtime("Intel").build())
+    launcher = env(container(objs["JobSet/alpha"], "launcher"))
+    assert launcher["I_MPI_HYDRA_HOST_FILE"] == "/etc/mpi/hostfile"  # Intel's name (mpi-operator sets the same)
+    assert "I_MPI_HYDRA_HOSTFILE" not in launcher
+
+
+def ome_runtime() -> RuntimeBuilder:
+    """Seed 003's OME MPI snippet: workers named `worker` with a container named `mpi-worker`."""
+    return (
+        RuntimeBuilder("mpi-horovod", kind="TrainingRuntime", namespace="default")
+        .ml(numNodes=4, mpi={"numProcPerNode": 4})
+        .trainer("launcher")
+        .rjob("worker", parallelism=4, containers=[{"name": "mpi-worker", "image": "hv",
+                                                     "command": ["/usr/sbin/sshd", "-D"]}])
+    )
+
+
+def test_ssh_keys_reach_workers_whatever_their_names() -> None:
+    tj = TrainJobBuilder(name="hv", runtime="mpi-horovod", kind="TrainingRuntime").build()
+    objs = compile_objects(tj, ome_runtime().build())
+    worker = container(objs["JobSet/hv"], "worker", name="mpi-worker")
+    assert {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"} in worker["volumeMounts"]
+    assert objs["ConfigMap/hv-mpi-hostfile"]["data"]["hostfile"].startswith("hv-worker-0-0.hv slots=4\n")
+    (warning,) = [w for w in validate_trainjob(tj, ome_runtime().build()).warnings if w.path == "spec.runtimeRef"]
+    assert warning.message.startswith("MPI workers are replicated job 'worker' with container 'mpi-worker': kubetrain "
+                                      "lists its pods in the hostfile and mounts the SSH keys into that container")
+
+
+def test_no_worker_job_is_a_warning() -> None:
+    rt = mpi_runtime().rjob("extra", containers=[{"name": "x", "image": "x"}]).build()
+    rt.spec.template.spec.replicated_jobs = [r for r in rt.spec.template.spec.replicated_jobs if r.name != "node"]
+    rt.spec.template.spec.replicated_jobs.append(rt.spec.template.spec.replicated_jobs[-1].model_copy(
+        update={"name": "more"}))
+    tj = TrainJobBuilder(name="alpha", kind="TrainingRuntime").build()
+    messages = [w.message for w in validate_trainjob(tj, rt).warnings]
+    assert any(m.startswith("runtime 'test-runtime' has no MPI worker job: no replicated job is named 'node' (found "
+                            "extra, more)") for m in messages), messages

@@ -45,7 +45,7 @@ def test_apply_get_list_delete_and_runtimes(tmp_path: Path) -> None:
         backend.apply([trainjob("job")], namespace="default")
         backend.delete_trainjob("job", "default")
         with pytest.raises(
-            KubetrainError, match=r'trainjobs\.trainer\.kubeflow\.org "job" in namespace default not found'
+            KubetrainError, match=r'trainjobs\.trainer\.kubeflow\.org "job" not found in namespace default'
         ):
             backend.get_trainjob("job", "default")
 
@@ -88,9 +88,9 @@ def test_logs_single_step_and_prefixed_multi_step(tmp_path: Path) -> None:
         ]
         lines = list(backend.logs("job", "default", step=None, follow=False))
         assert sorted(lines) == sorted(
-            ["[node-0-0] hello from 0", "[node-0-0] bye 0", "[node-0-1] hello from 1", "[node-0-1] bye 1"]
+            ["[node-0/0] hello from 0", "[node-0/0] bye 0", "[node-0/1] hello from 1", "[node-0/1] bye 1"]
         )
-        with pytest.raises(KubetrainError, match="no running or finished pods"):
+        with pytest.raises(KubetrainError, match="no log yet: no pod of TrainJob default/job step launcher"):
             list(backend.logs("job", "default", step="launcher", follow=False))
 
 

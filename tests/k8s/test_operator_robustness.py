@@ -349,4 +349,22 @@ def test_lease_renewals_do_not_wait_behind_a_throttled_burst() -> None:
             assert await asyncio.wait_for(task, 30) == 0
             await op.client.close()
 
+
+def test_a_trainjob_admitted_without_the_webhook_is_validated_before_objects_are_built() -> None:
+    """The operator runs the same validation entry point: a TrainJob that slipped past admission (no webhook
+    installed) gets BuildFailed with every error instead of a JobSet whose pods the API server would refuse."""
+
+    async def body() -> None:
+        async with fake_env() as env, running_operator(env):
+            await env.client.create(torch_runtime())
+            bad = trainjob("job", trainer={"resourcesPerNode": {"requests": {"cpu": "lots"}},
+                                           "env": [{"name": "PET_NNODES", "value": "9"}]})
+            await env.client.create(bad)
+            cond = await wait_for(lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition")
+            assert cond["reason"] == "BuildFailed"
+            assert "spec.trainer.resourcesPerNode.requests[cpu]: invalid quantity 'lots': not a quantity" in (
+                cond["message"])
+            assert "spec.trainer.env: must not have reserved envs" in cond["message"]
+            assert env.find("jobsets", "job", group=JS) is None
+
     run(body)

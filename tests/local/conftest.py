@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +20,19 @@ from kubetrain.local.supervisor import Supervisor
 
 Obj = dict[str, Any]
 
-HAVE_NAMESPACES = os.geteuid() == 0 and all(shutil.which(t) for t in ("bwrap", "ip", "nsenter"))
+def _namespaces_usable() -> bool:
+    if not all(shutil.which(t) for t in ("bwrap", "nsenter")):
+        return False
+    if os.geteuid() == 0:
+        return True
+    probe = ["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "true"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+HAVE_NAMESPACES = _namespaces_usable()
 needs_namespaces = pytest.mark.skipif(
-    not HAVE_NAMESPACES, reason="needs root with bwrap, ip and nsenter (make system-deps) for pod namespaces"
+    not HAVE_NAMESPACES,
+    reason="needs bwrap and nsenter (make system-deps) and root or unprivileged user namespaces for pod namespaces",
 )
 needs_torch = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"
@@ -110,7 +121,7 @@ def trainjob(name: str, runtime_name: str, **spec: Any) -> Obj:
 def run_to_end(backend: LocalBackend, manifests: list[Obj], workdir: Path) -> Obj:
     """Apply (runtimes first) and supervise the single TrainJob in this thread; returns its final status."""
     names = backend.apply(manifests, namespace="default", workdir=str(workdir), detach=False)
-    name = next(n.split("/", 1)[1] for n in names if n.startswith("trainjob/"))
+    name = next(n.split("/", 1)[1].split()[0] for n in names if n.startswith("trainjob/"))
     return Supervisor(backend.store, "default", name).run()
 
 

@@ -43,8 +43,10 @@ def test_train_a_function_with_args_then_wait_logs_and_delete(kt_home: Path, tmp
     lines = client.logs(name)
     assert sorted(lines) == ["[node-0/0] hello 0"] * 2 + ["[node-0/1] hello 1"] * 2
     assert [j.name for j in client.list_jobs()] == [name]
-    client.delete(name)
+    logs_dir = client._backend.logs_dir(name, "default")
+    client.delete(name, keep_logs=True)
     assert client.list_jobs() == []
+    assert (logs_dir / "node-0-1.log").read_text().count("hello 1") == 2, "kept on request"
 
 
 def test_function_without_source_is_a_clear_error(kt_home: Path) -> None:

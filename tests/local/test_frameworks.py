@@ -125,8 +125,7 @@ ELASTIC_RUNTIME = {
     "kind": "ClusterTrainingRuntime",
     "metadata": {"name": "torch-elastic"},
     "spec": {
-        "mlPolicy": {
-            "numNodes": 2,
+        "mlPolicy": {  # no numNodes: the CEL rule forbids it next to elasticPolicy (2 nodes come from maxNodes)
             "torch": {"numProcPerNode": 1, "elasticPolicy": {"minNodes": 2, "maxNodes": 2, "maxRestarts": 3}},
         },
         "template": {

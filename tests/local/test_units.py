@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.local import gang, namespaces, status
+from kubetrain.local import namespaces, resources, status
 from kubetrain.local.backend import step_prefix
 from kubetrain.local.env import EnvError, ObjectIndex, command_line, container_env, expand
 from kubetrain.local.plan import PlanError, address, build_plan
@@ -229,7 +229,7 @@ class TestSandboxRoot:
         src.mkdir()
         dest = "/etc/kubetrain-test-does-not-exist/inner"
         argv = namespaces.bwrap_argv(
-            netns="n",
+            enter=["nsenter", "--net=/proc/1/ns/net", "--"],
             hostname="h",
             binds=[namespaces.Bind(str(src), dest)],
             hosts_file="/dev/null",
@@ -250,7 +250,7 @@ class TestSandboxRoot:
         target.write_text("host file")
         (tmp_path / "link").symlink_to(target)
         argv = namespaces.bwrap_argv(
-            netns="n",
+            enter=["nsenter", "--net=/proc/1/ns/net", "--"],
             hostname="h",
             binds=[],
             hosts_file="/dev/null",
@@ -259,7 +259,7 @@ class TestSandboxRoot:
             resolv_conf=str(tmp_path / "resolv"),
         )
         argv2 = namespaces.bwrap_argv(
-            netns="n",
+            enter=["nsenter", "--net=/proc/1/ns/net", "--"],
             hostname="h",
             binds=[namespaces.Bind(str(tmp_path / "src"), str(tmp_path / "link"))],
             hosts_file="/dev/null",
@@ -278,7 +278,7 @@ class TestSandboxRoot:
 
     def test_existing_mount_point_does_not_shadow(self, tmp_path: Path) -> None:
         argv = namespaces.bwrap_argv(
-            netns="n",
+            enter=["nsenter", "--net=/proc/1/ns/net", "--"],
             hostname="h",
             binds=[namespaces.Bind(str(tmp_path), "/usr")],
             hosts_file="/dev/null",
@@ -288,21 +288,21 @@ class TestSandboxRoot:
         assert "--tmpfs" not in argv
 
 
-class TestGang:
+class TestResources:
     @pytest.mark.parametrize(
         ("q", "v"), [("2", 2.0), ("500m", 0.5), ("4Gi", 4 * 2**30), ("1e3", 1000.0), (3, 3.0)]
     )
     def test_quantities(self, q: str | int, v: float) -> None:
-        assert gang.parse_quantity(q) == v
+        assert resources.parse_quantity(q) == v
 
     def test_bad_quantity_is_explained(self) -> None:
-        with pytest.raises(gang.QuantityError, match="not a Kubernetes quantity"):
-            gang.parse_quantity("lots")
+        with pytest.raises(resources.QuantityError, match="not a Kubernetes quantity"):
+            resources.parse_quantity("lots")
 
     def test_missing_resources_name_what_is_short(self) -> None:
-        cap = gang.Capacity(cpu=2, memory=8 * 2**30, gpus=0)
-        assert gang.missing_resources({"cpu": "1", "memory": "1Gi"}, cap) == []
-        missing = gang.missing_resources({"cpu": "64", "nvidia.com/gpu": 1}, cap)
+        cap = resources.Capacity({"cpu": 2, "memory": 8 * 2**30, "nvidia.com/gpu": 0})
+        assert resources.never_fits({"cpu": 1, "memory": 2**30}, cap) == []
+        missing = resources.never_fits({"cpu": 64, "nvidia.com/gpu": 1}, cap)
         assert missing == [
             "cpu: requested 64, this machine has 2",
             "nvidia.com/gpu: requested 1, this machine has 0",
@@ -316,7 +316,7 @@ class TestGang:
             ],
             "initContainers": [{"resources": {"requests": {"cpu": "3"}}}],
         }
-        assert gang.pod_requests(spec) == {"cpu": 3.0}
+        assert resources.pod_requests(spec) == {"cpu": 3.0}
 
 
 class TestStatus:
@@ -335,7 +335,7 @@ class TestStore:
     def test_roundtrip_and_delete(self, tmp_path: Path) -> None:
         s = Store(tmp_path / "db")
         tj = {"metadata": {"name": "a", "namespace": "ns", "uid": "u"}, "spec": {}}
-        s.put_trainjob(tj, [{"kind": "JobSet"}], "/w")
+        s.create_trainjob(tj, [{"kind": "JobSet"}], "/w", (1, None))
         s.put_pod(PodRow("ns", "a", "node-0-0", "node", "Running", 5, "1", None, 0, None, "/l"))
         s.add_event("ns", "a", "Normal", "Started", "m")
         row = s.get_trainjob("ns", "a")
@@ -345,3 +345,22 @@ class TestStore:
         assert [r.name for r in s.list_trainjobs(None)] == ["a"] and s.list_trainjobs("other") == []
         s.delete_trainjob("ns", "a")
         assert s.get_trainjob("ns", "a") is None and s.list_pods("ns", "a") == []
+
+    def test_a_state_file_of_the_previous_version_is_upgraded_in_place(self, tmp_path: Path) -> None:
+        import sqlite3
+
+        db = tmp_path / "old.db"
+        old = sqlite3.connect(db)
+        old.executescript(
+            "CREATE TABLE trainjobs (namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL, trainjob TEXT"
+            " NOT NULL, objects TEXT NOT NULL, workdir TEXT NOT NULL, supervisor_pid INTEGER, supervisor_start TEXT,"
+            " restarts INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, updated REAL NOT NULL,"
+            " PRIMARY KEY (namespace, name));"
+            "INSERT INTO trainjobs VALUES ('ns', 'kept', 'u', '{\"metadata\": {}}', '[]', '/', NULL, NULL, 0, 1, 1);"
+        )
+        old.commit()
+        old.close()
+        s = Store(db)
+        assert [r.name for r in s.list_trainjobs(None)] == ["kept"]
+        assert s._read("PRAGMA journal_mode")[0][0] == "wal"
+        assert s._read("SELECT count(*) FROM sched_queue")[0][0] == 0

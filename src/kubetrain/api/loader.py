@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from kubetrain.api import constants as c
+from kubetrain.api.diagnose import explain, path_text, salvage
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.fields import aliases, child_model, locations, suggest
+from kubetrain.api.fields import aliases, suggest
+from kubetrain.api.legacy import convert_ome_runtime
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 
@@ -34,6 +36,27 @@ TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 LineMap = dict[tuple[Any, ...], int]
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Which object a document meant to be, read from it even when it failed to load."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+@dataclass
+class Partial:
+    """A document that failed to load, rebuilt without the fields that failed (``pruned``) so the rules that do
+    not depend on them can still run: every error of a file is reported in one go. Never applied anywhere."""
+
+    obj: Manifest
+    source: str
+    lines: LineMap
+    file: str
+    pruned: tuple[str, ...]
+
+
 @dataclass
 class Loaded:
     objects: list[Manifest] = field(default_factory=list)
@@ -41,10 +64,21 @@ class Loaded:
     sources: list[str] = field(default_factory=list)  # "file:line" of each object, same order as objects
     lines: list[LineMap] = field(default_factory=list)  # field path -> line, same order as objects
     files: list[str] = field(default_factory=list)
+    partial: list[Partial] = field(default_factory=list)
+    rejected: list[Identity] = field(default_factory=list)  # documents that failed to load, partial or not
 
     def locate(self, index: int, path: str) -> str | None:
         """``file:line`` of a field path (``spec.trainer.numNodes``) in object ``index``, or its nearest parent."""
-        return _where(self.lines[index], parse_path(path), self.files[index])
+        return locate(self.lines[index], self.files[index], path)
+
+    def extend(self, other: Loaded) -> None:
+        self.objects += other.objects
+        self.sources += other.sources
+        self.lines += other.lines
+        self.files += other.files
+        self.partial += other.partial
+        self.rejected += other.rejected
+        self.result.extend(other.result)
 
 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]|\[([^\]]+)\]")
@@ -61,7 +95,7 @@ def parse_path(path: str) -> tuple[Any, ...]:
 def load_file(path: str | Path) -> Loaded:
     """Load every document of a file (``-`` reads standard input)."""
     if str(path) == "-":
-        return load_text(sys.stdin.read(), "<stdin>")
+        return _not_empty(load_text(sys.stdin.read(), "<stdin>"), "<stdin>")
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -69,17 +103,25 @@ def load_file(path: str | Path) -> Loaded:
         return _failed(str(path), "file not found", "check the path given to -f")
     except IsADirectoryError:
         loaded = Loaded()
-        for child in sorted(p.glob("*.y*ml")):
-            sub = load_file(child)
-            loaded.objects += sub.objects
-            loaded.sources += sub.sources
-            loaded.lines += sub.lines
-            loaded.files += sub.files
-            loaded.result.extend(sub.result)
+        children = sorted(p.glob("*.y*ml"))
+        if not children:
+            return _failed(str(path), "no manifests: the directory holds no *.yaml or *.yml file",
+                           "pass a directory with manifests, or the manifest files themselves")
+        for child in children:
+            loaded.extend(load_file(child))
         return loaded
     except (OSError, UnicodeDecodeError) as exc:
         return _failed(str(path), f"cannot read: {exc}", None)
-    return load_text(text, str(path))
+    return _not_empty(load_text(text, str(path)), str(path))
+
+
+def _not_empty(loaded: Loaded, source: str) -> Loaded:
+    """A file with no document at all is a mistake (a wrong path, an unsaved editor buffer), never "valid"."""
+    if not (loaded.objects or loaded.partial or loaded.rejected or loaded.result.errors or loaded.result.warnings):
+        loaded.result.errors.append(Finding(
+            "", "no objects: the file is empty (or holds only comments)",
+            "pass a file with at least one TrainJob, TrainingRuntime or ClusterTrainingRuntime", source=source))
+    return loaded
 
 
 def _failed(source: str, message: str, fix: str | None) -> Loaded:
@@ -88,28 +130,65 @@ def _failed(source: str, message: str, fix: str | None) -> Loaded:
     return loaded
 
 
+_DOC_START = re.compile(r"^---(\s|$)")
+
+
 def load_text(text: str, source: str = "<stdin>") -> Loaded:
     loaded = Loaded()
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        loaded.result.errors.append(_yaml_error(exc, text, source))
-        return loaded
-    for node, doc in zip(nodes, docs, strict=True):
+        pairs = _documents(text)
+    except yaml.YAMLError:
+        # One broken document must not hide the others: parse each `---` section on its own, keeping line numbers.
+        pairs = []
+        for chunk in _sections(text):
+            try:
+                pairs += _documents(chunk)
+            except yaml.YAMLError as exc:
+                loaded.result.errors.append(_yaml_error(exc, chunk, source))
+    for node, doc in pairs:
         if doc is None:
             continue
         lines: LineMap = {}
         _line_map(node, (), lines)
         line = node.start_mark.line + 1 if node is not None else 1
-        obj, result = parse_manifest(doc, source=f"{source}:{line}", lines=lines, file=source)
-        loaded.result.extend(result)
-        if obj is not None:
-            loaded.objects.append(obj)
+        parsed = parse_document(doc, source=f"{source}:{line}", lines=lines, file=source)
+        who = _who(identity_of(doc))
+        for findings in (parsed.result.errors, parsed.result.warnings):
+            findings[:] = [replace(f, obj=f.obj or who) for f in findings]
+        loaded.result.extend(parsed.result)
+        if parsed.obj is not None:
+            loaded.objects.append(parsed.obj)
             loaded.sources.append(f"{source}:{line}")
             loaded.lines.append(lines)
             loaded.files.append(source)
+            continue
+        if parsed.identity is not None:
+            loaded.rejected.append(parsed.identity)
+        if parsed.partial is not None:
+            loaded.partial.append(Partial(parsed.partial, f"{source}:{line}", lines, source, parsed.pruned))
     return loaded
+
+
+def _who(identity: Identity | None) -> str | None:
+    """How findings name an object: ``TrainJob team-a/job``, ``ClusterTrainingRuntime torch``."""
+    if identity is None:
+        return None
+    return f"{identity.kind} {identity.namespace + '/' if identity.namespace else ''}{identity.name}"
+
+
+def _documents(text: str) -> list[tuple[yaml.Node | None, Any]]:
+    nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    docs = list(yaml.safe_load_all(text))
+    return list(zip(nodes, docs, strict=True))
+
+
+def _sections(text: str) -> list[str]:
+    """The text split at document markers; each section is padded with the newlines before it, so the line
+    numbers YAML reports stay those of the whole file."""
+    lines = text.splitlines(keepends=True)
+    starts = [0] + [i for i, line in enumerate(lines) if i and _DOC_START.match(line)]
+    ends = [*starts[1:], len(lines)]
+    return ["\n" * a + "".join(lines[a:b]) for a, b in zip(starts, ends, strict=True)]
 
 
 def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Finding:
@@ -151,6 +230,11 @@ def _line_map(node: yaml.Node | None, path: tuple[Any, ...], out: LineMap) -> No
             _line_map(v, (*path, i), out)
 
 
+def locate(lines: LineMap, file: str, path: str) -> str | None:
+    """``file:line`` of a field path in an object's line map, or of its nearest parent."""
+    return _where(lines, parse_path(path), file)
+
+
 def _where(lines: LineMap | None, path: tuple[Any, ...], file: str | None) -> str | None:
     if lines is None or file is None:
         return None
@@ -160,17 +244,39 @@ def _where(lines: LineMap | None, path: tuple[Any, ...], file: str | None) -> st
     return f"{file}:{lines[p]}" if p in lines else None
 
 
-def path_text(path: tuple[Any, ...]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+@dataclass
+class Parsed:
+    obj: Manifest | None
+    result: Result
+    identity: Identity | None = None  # set when the document failed to load but says what it meant to be
+    partial: Manifest | None = None  # the document without the fields that failed (see ``Partial``)
+    pruned: tuple[str, ...] = ()
 
 
 def parse_manifest(
     doc: Any, *, source: str | None = None, lines: LineMap | None = None, file: str | None = None
 ) -> tuple[Manifest | None, Result]:
     """One document -> a typed object (or None) and the findings of parsing it."""
+    parsed = parse_document(doc, source=source, lines=lines, file=file)
+    return parsed.obj, parsed.result
+
+
+def identity_of(doc: Any) -> Identity | None:
+    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+        return None
+    meta = _mapping(doc.get("metadata"))
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not isinstance(name, str) or not name:
+        return None
+    if doc["kind"] == c.KIND_CLUSTER_TRAINING_RUNTIME or not isinstance(namespace, str):
+        namespace = None
+    return Identity(doc["kind"], name, namespace)
+
+
+def parse_document(
+    doc: Any, *, source: str | None = None, lines: LineMap | None = None, file: str | None = None
+) -> Parsed:
+    """Like ``parse_manifest``, and for a document that fails: what it meant to be and a partial object."""
     result = Result()
 
     def error(path: tuple[Any, ...], message: str, fix: str | None = None) -> None:
@@ -184,20 +290,20 @@ def parse_manifest(
     if not isinstance(doc, dict):
         error((), f"expected a Kubernetes object (a mapping), got a {type(doc).__name__}",
               "each YAML document must start with apiVersion: and kind:")
-        return None, result
+        return Parsed(None, result)
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
     for key, value in (("apiVersion", api_version), ("kind", kind)):
         if value is not None and not isinstance(value, str):
             error((key,), f"{key} must be a string, got {value!r}", f"write e.g. {key}: "
                   + (c.API_VERSION if key == "apiVersion" else "TrainJob"))
-            return None, result
+            return Parsed(None, result)
     if not kind or not api_version:
         missing = " and ".join(k for k in ("apiVersion", "kind") if not doc.get(k))
         keys = ", ".join(str(k) for k in list(doc)[:4])
         error((), f"not a whole manifest: {missing} missing (top-level keys: {keys})",
               f"add apiVersion: {c.API_VERSION} and kind: TrainJob | TrainingRuntime | ClusterTrainingRuntime "
               "(a fragment belongs inside such an object)")
-        return None, result
+        return Parsed(None, result)
     if kind not in KINDS:
         close = suggest(str(kind), KINDS)
         if close:
@@ -205,7 +311,7 @@ def parse_manifest(
         else:
             warn(("kind",), f"skipped {kind} {_mapping(doc.get('metadata')).get('name')!r}: not a kubetrain kind "
                  "(TrainJob, TrainingRuntime, ClusterTrainingRuntime)")
-        return None, result
+        return Parsed(None, result)
     doc = copy.deepcopy(doc)
     if api_version != c.API_VERSION:
         if api_version in LEGACY_API_VERSIONS:
@@ -214,10 +320,17 @@ def parse_manifest(
         else:
             error(("apiVersion",), f"apiVersion {api_version!r} is not served for {kind}",
                   f"use apiVersion: {c.API_VERSION}")
-            return None, result
+            return Parsed(None, result)
         doc["apiVersion"] = c.API_VERSION
         if kind != c.KIND_TRAINJOB and api_version.startswith("ome.io/"):
-            _convert_ome_runtime(doc, warn)
+            convert_ome_runtime(doc, warn)
+    meta = doc.get("metadata")
+    if kind == c.KIND_CLUSTER_TRAINING_RUNTIME and isinstance(meta, dict) and meta.get("namespace") is not None:
+        warn(("metadata", "namespace"),
+             f"a ClusterTrainingRuntime is cluster-scoped: namespace {meta['namespace']!r} is ignored (the API "
+             "server drops it)",
+             "remove metadata.namespace, or make it a TrainingRuntime to serve only that namespace")
+        del meta["namespace"]
     if kind == c.KIND_TRAINJOB:
         ref = _mapping(doc.get("spec")).get("runtimeRef")
         if isinstance(ref, dict) and ref.get("apiGroup") in LEGACY_GROUPS:
@@ -232,26 +345,29 @@ def parse_manifest(
     except ValidationError as exc:
         reported: set[tuple[Any, ...]] = set()
         for err in exc.errors():
-            path, message, fix = _explain(err, doc, model, str(kind))
+            path, message, fix = explain(err, doc, model, str(kind))
             if path in reported:
                 continue  # one message per field: a union reports each branch that failed
             reported.add(path)
             if path[:1] == ("spec",) and misplaced and err["type"] in ("missing", "model_type", "dict_type"):
                 continue  # already explained as misplaced structure
             error(path, message, fix)
-        return None, result
+        partial, pruned = salvage(doc, model, misplaced)
+        return Parsed(None, result, identity_of(doc), partial, pruned)
     if misplaced:
-        return None, result
-    return obj, result  # type: ignore[return-value]
+        partial, pruned = salvage(doc, model, misplaced)
+        return Parsed(None, result, identity_of(doc), partial, pruned)
+    return Parsed(obj, result)  # type: ignore[arg-type]
 
 
 def _mapping(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _misplaced_top_level(doc: dict[str, Any], kind: str, error: Any) -> bool:
+def _misplaced_top_level(doc: dict[str, Any], kind: str, error: Any) -> dict[str, Any]:
+    """Spec fields written at the top level, removed from ``doc`` and returned."""
     spec_fields = set(aliases(KINDS[kind].model_fields["spec"].annotation))  # type: ignore[arg-type]
-    found = False
+    found: dict[str, Any] = {}
     for key in list(doc):
         if key in TOP_LEVEL:
             continue
@@ -259,115 +375,5 @@ def _misplaced_top_level(doc: dict[str, Any], kind: str, error: Any) -> bool:
             empty = " (and spec is empty)" if not doc.get("spec") else ""
             error((key,), f"`{key}` is at the top level{empty}; it belongs under `spec`",
                   f"indent `{key}:` and everything below it under `spec:`")
-            found = True
-            doc.pop(key)
+            found[key] = doc.pop(key)
     return found
-
-
-def _explain(
-    err: Any, doc: dict[str, Any], root: type[BaseModel], kind: str
-) -> tuple[tuple[Any, ...], str, str | None]:
-    """A pydantic error -> (data path, message, fix) in the words of the manifest, not of Python."""
-    path, model, value = _data_path(err["loc"], doc, root)
-    etype, here = err["type"], path_text(path)
-    if etype == "extra_forbidden":
-        name = path[-1]
-        siblings = aliases(model) if model is not None else []
-        close = suggest(str(name), siblings)
-        if close:
-            return path, f"unknown field {name!r}", f"did you mean {close!r}?"
-        homes = [p for p in locations(kind).get(str(name), ()) if p]
-        if homes:
-            return path, f"`{name}` does not belong here", f"it belongs under `{homes[0]}`"
-        return path, f"unknown field {name!r}", f"known fields here: {', '.join(siblings)}"
-    if etype == "missing":
-        return path, f"required field `{path[-1]}` is missing", f"add {path_text(path)}"
-    if etype == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        return path, f"invalid value {value!r}", f"expected one of {expected}"
-    if etype in ("int_parsing", "int_type", "int_from_float"):
-        if here.endswith("numProcPerNode"):
-            return path, f"must have an int value or [auto cpu gpu], got {value!r}", "e.g. numProcPerNode: 2"
-        return path, f"expected an integer, got {value!r}", None
-    if etype in ("dict_type", "model_type", "model_attributes_type"):
-        got = "nothing (an empty value)" if value is None else f"a {type(value).__name__}"
-        return path, f"expected an object with fields, got {got}", "check the indentation of the fields below it"
-    if etype == "list_type":
-        return path, f"expected a list, got {type(value).__name__}", "write list items with a leading '- '"
-    if etype in ("string_type",):
-        return path, f"expected a string, got {value!r}", "quote the value"
-    if etype in ("greater_than_equal", "greater_than"):
-        return path, f"{err['msg'].lower()}, got {value!r}", None
-    if etype == "bool_parsing":
-        return path, f"expected true or false, got {value!r}", None
-    return path, err["msg"], None
-
-
-_UNION_TAG = re.compile(r"^(int|str|literal\[.*\]|function-.*|.*\[.*\])$")
-
-
-def _data_path(loc: tuple[Any, ...], doc: Any, root: type[BaseModel]) -> tuple[tuple[Any, ...], Any, Any]:
-    """Strip pydantic's union tags from ``loc``; return the path, the model at its parent and the value."""
-    path: list[Any] = []
-    node: Any = doc
-    model: type[BaseModel] | None = root
-    parent_model: type[BaseModel] | None = root
-    for part in loc:
-        if isinstance(part, int) and isinstance(node, list):
-            path.append(part)
-            node = node[part] if part < len(node) else None
-            continue
-        if isinstance(part, str) and isinstance(node, dict) and (part in node or (
-                model is not None and part in aliases(model))):
-            path.append(part)
-            parent_model = model
-            model = child_model(model, part)[0] if model is not None else None
-            node = node.get(part)
-            continue
-        if isinstance(part, str) and (_UNION_TAG.match(part) or part not in (node or {})):
-            if isinstance(node, dict) and model is not None and part not in aliases(model):
-                path.append(part)
-                parent_model = model
-                node = None
-            continue
-    return tuple(path), parent_model, node
-
-
-def _convert_ome_runtime(doc: dict[str, Any], warn: Any) -> None:
-    """OME runtimes do not label their steps; pick the trainer job the way a reader of the document would."""
-    rjobs = (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs")
-    if not isinstance(rjobs, list) or not rjobs or not all(isinstance(r, dict) for r in rjobs):
-        return
-
-    def labels(rj: dict[str, Any]) -> dict[str, Any]:
-        tmpl = rj.setdefault("template", {}) if isinstance(rj.get("template", {}), dict) else {}
-        meta = tmpl.setdefault("metadata", {}) or {}
-        tmpl["metadata"] = meta
-        return meta.setdefault("labels", {}) or {}
-
-    if any(c.LABEL_ANCESTOR in ((r.get("template") or {}).get("metadata") or {}).get("labels", {}) or {}
-           for r in rjobs):
-        return
-    chosen = None
-    if len(rjobs) == 1:
-        chosen = rjobs[0]
-    else:
-        chosen = next((r for r in rjobs if r.get("name") == c.LAUNCHER), None)
-    if chosen is None:
-        return
-    idx = rjobs.index(chosen)
-    lab = labels(chosen)
-    lab[c.LABEL_ANCESTOR] = c.ANCESTOR_TRAINER
-    chosen["template"]["metadata"]["labels"] = lab
-    warn(("spec", "template", "spec", "replicatedJobs", idx),
-         f"replicated job {chosen.get('name')!r} has no {c.LABEL_ANCESTOR} label; using it as the trainer step",
-         f"add the label {c.LABEL_ANCESTOR}: trainer to its template metadata")
-    pod = (((chosen.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    containers = pod.get("containers")
-    if isinstance(containers, list) and len(containers) == 1 and isinstance(containers[0], dict):
-        old = containers[0].get("name")
-        if old and old != c.NODE:
-            containers[0]["name"] = c.NODE
-            warn(("spec", "template", "spec", "replicatedJobs", idx),
-                 f"container {old!r} renamed to 'node', the name the trainer step's container must have",
-                 "rename the container to node in the runtime")

@@ -14,6 +14,7 @@ from typing import Any
 
 from kubetrain.api.errors import Finding
 from kubetrain.api.fields import suggest
+from kubetrain.api.resources import check_pod_resources, format_problem
 
 Schema = dict[str, Any]
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -33,6 +34,8 @@ def check_pod_template(template: Any, path: str) -> list[Finding]:
     """Findings for a pod template (``{metadata, spec}``) at ``path``."""
     out: list[Finding] = []
     _walk(template, pod_template_schema(), path, out)
+    if isinstance(template, dict):
+        out += check_pod_resources(template.get("spec"), f"{path}.spec", formats=False)
     return out
 
 
@@ -40,7 +43,7 @@ def check_pod_spec(spec: Any, path: str, *, partial: bool = False) -> list[Findi
     """``partial``: a patch, where required fields may be absent (they come from what it patches)."""
     out: list[Finding] = []
     _walk(spec, pod_template_schema()["properties"]["spec"], path, out, partial)
-    return out
+    return out + check_pod_resources(spec, path, partial=partial, formats=False)
 
 
 def _kind(value: Any) -> str:
@@ -53,6 +56,11 @@ def _kind(value: Any) -> str:
 
 def _walk(value: Any, schema: Schema, path: str, out: list[Finding], partial: bool = False) -> None:
     if len(out) >= 20:  # a badly shifted block would otherwise produce hundreds of findings
+        return
+    if schema.get("x-kubernetes-int-or-string") and "pattern" in schema:  # a quantity (the only such pattern)
+        problem = format_problem(value)
+        if problem is not None:
+            out.append(Finding(path, *problem))
         return
     if schema.get("x-kubernetes-int-or-string"):
         if not isinstance(value, int | str) or isinstance(value, bool):

@@ -6,15 +6,18 @@ Checks that need both a TrainJob and its runtime live in ``kubetrain.compiler.va
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
 from kubetrain.api.podschema import check_pod_spec
+from kubetrain.api.resources import check_resources
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
 
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -82,6 +85,9 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
             f"numProcPerNode must be greater than or equal to 1, got {t.num_proc_per_node}",
             "use a positive integer, or auto / cpu / gpu",
         )
+    if t is not None and t.resources_per_node is not None:
+        result.errors.extend(check_resources(t.resources_per_node.to_wire(), "spec.trainer.resourcesPerNode",
+                                             partial=True))
     if t is not None:
         names = [e.name for e in t.env or []]
         for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -182,7 +188,38 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
     warning = deprecation_warning(runtime, referenced=False)
     if warning:
         result.warn(f"metadata.labels[{c.LABEL_SUPPORT}]", warning)
+    support = runtime.labels.get(c.LABEL_SUPPORT)
+    if support is not None and support != c.SUPPORT_DEPRECATED:
+        close = difflib.get_close_matches(support.lower(), [c.SUPPORT_DEPRECATED], n=1, cutoff=0.6)
+        result.warn(
+            f"metadata.labels[{c.LABEL_SUPPORT}]",
+            f"unknown value {support!r}: the only value with a meaning is {c.SUPPORT_DEPRECATED!r} (users are "
+            "warned about deprecated runtimes); this label does nothing",
+            f"did you mean {c.SUPPORT_DEPRECATED!r}?" if close else "remove the label, or set it to deprecated",
+        )
+    _coordinator_job(result, runtime)
     return result
+
+
+def _coordinator_job(result: Result, runtime: AnyRuntime) -> None:
+    """Torch, JAX and XGBoost point every node at ``<trainjob>-node-0-0`` (upstream hard-codes the name ``node``):
+    a trainer job with another name leaves that address unresolvable and the job waiting for it forever."""
+    ml = runtime.spec.ml_policy
+    framework = next((f for f in ("torch", "jax", "xgboost") if ml is not None and getattr(ml, f) is not None), None)
+    if framework is None:
+        return
+    for i, rj in enumerate(runtime.spec.template.spec.replicated_jobs):
+        labels = (rj.template.metadata.labels if rj.template.metadata else None) or {}
+        if labels.get(c.LABEL_ANCESTOR) == c.ANCESTOR_TRAINER and rj.name != c.NODE:
+            env = {"torch": "PET_MASTER_ADDR", "jax": "JAX_COORDINATOR_ADDRESS", "xgboost": "DMLC_TRACKER_URI"}
+            result.warn(
+                f"spec.template.spec.replicatedJobs[{i}].name",
+                f"the trainer replicated job is named {rj.name!r}, but the {framework} policy points "
+                f"{env[framework]} at <trainjob>-node-0-0 (the name `node` is fixed, as in Kubeflow Trainer): that "
+                "host will not exist and the nodes wait for it until they time out",
+                f"rename the replicated job {rj.name!r} to 'node'",
+            )
+            return
 
 
 def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
@@ -236,7 +273,14 @@ def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
                     f"rename the step's main container to {required!r}",
                 )
         for j, dep in enumerate(rj.depends_on or []):
-            if dep.name not in names:
+            if dep.name == rj.name:
+                result.error(
+                    f"{path}.dependsOn[{j}].name",
+                    f"replicated job {rj.name!r} depends on itself, so it could never start",
+                    "remove this dependsOn entry, or name the replicated job it must wait for"
+                    + (f" (one of: {', '.join(n for n in names[:i])})" if i else ""),
+                )
+            elif dep.name not in names:
                 result.error(
                     f"{path}.dependsOn[{j}].name",
                     f"depends on replicated job {dep.name!r}, which does not exist",
@@ -262,6 +306,13 @@ def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
                     f"replicated job {target!r} does not exist",
                     f"use one of: {', '.join(names)}",
                 )
+    _failure_policy(result, runtime, names)
+    if js.coordinator is not None and js.coordinator.replicated_job not in names:
+        result.error(
+            "spec.template.spec.coordinator.replicatedJob",
+            f"replicated job {js.coordinator.replicated_job!r} does not exist",
+            f"use one of: {', '.join(names)}",
+        )
     trainers = [rj.name for rj in js.replicated_jobs if
                 ((rj.template.metadata.labels if rj.template.metadata else None) or {}).get(c.LABEL_ANCESTOR)
                 == c.ANCESTOR_TRAINER]
@@ -272,3 +323,27 @@ def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
             "(image, command, numNodes, env) have nowhere to go",
             f"label the training job with {c.LABEL_ANCESTOR}: trainer",
         )
+
+
+def _failure_policy(result: Result, runtime: AnyRuntime, names: list[str]) -> None:
+    """JobSet's admission rules for failure policy rules: valid, unique names and existing target jobs."""
+    fp = runtime.spec.template.spec.failure_policy
+    base = "spec.template.spec.failurePolicy.rules"
+    seen: set[str] = set()
+    for i, rule in enumerate((fp.rules if fp else None) or []):
+        if not _FAILURE_RULE_NAME.match(rule.name) or len(rule.name) > 128:
+            result.error(
+                f"{base}[{i}].name",
+                f"rule name {rule.name!r} must match ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (at most 128 characters)",
+                "start with a letter; use letters, digits, '_', ',' and ':'",
+            )
+        if rule.name in seen:
+            result.error(f"{base}[{i}].name", f"duplicate rule name {rule.name!r}", "give every rule its own name")
+        seen.add(rule.name)
+        for j, target in enumerate(rule.target_replicated_jobs or []):
+            if target not in names:
+                result.error(
+                    f"{base}[{i}].targetReplicatedJobs[{j}]",
+                    f"invalid replicatedJob name {target!r} in failure policy does not appear in .spec.ReplicatedJobs",
+                    f"use one of: {', '.join(names)}" if names else "add the replicated job first",
+                )

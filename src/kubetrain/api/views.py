@@ -1,4 +1,4 @@
-"""The contract every backend offers the CLI verbs (``apply``, ``get``, ``describe``, ``logs``, ``delete``).
+"""The contract every backend offers the CLI verbs (``apply``, ``get``, ``describe``, ``logs``, ``delete``, ``wait``).
 
 Both ``kubetrain.local`` (processes on this machine) and ``kubetrain.k8s`` (a cluster) implement it
 structurally; the CLI picks one (``--kubeconfig``/``--context`` or ``KUBETRAIN_BACKEND=k8s`` select the cluster).
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from kubetrain.api import AnyRuntime, TrainJob
+if TYPE_CHECKING:  # annotations only: the local supervisor and a cached `run` use these views without pydantic
+    from kubetrain.api import AnyRuntime, TrainJob
 
 
 @dataclass
@@ -19,11 +20,14 @@ class StepView:
 
     name: str
     replicated_job: str
-    state: str  # Pending | Running | Succeeded | Failed | ...
+    state: str  # Pending | Running | Succeeded | Failed | Terminating
     restarts: int = 0
     exit_code: int | None = None
     pid: int | None = None
     message: str | None = None
+    reason: str | None = None
+    """Why the step is not running, in the kubelet's or scheduler's words (``ImagePullBackOff``,
+    ``Unschedulable``, ``Error``); ``message`` then carries their explanation."""
 
 
 @dataclass
@@ -32,6 +36,8 @@ class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
+    object: str = ""
+    """``Kind/name`` the event is about (``Pod/job-node-0-0-x``); empty where the backend has one object."""
 
 
 @dataclass
@@ -40,6 +46,98 @@ class TrainJobDetails:
     steps: list[StepView] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    state: StateView | None = None
+    failure_logs: dict[str, list[str]] = field(default_factory=dict)
+    """Last log lines of each failed step (``step -> lines``), for ``describe``."""
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A TrainJob's state as upstream's SDK reports it, plus why.
+
+    ``state`` is one of ``Created`` (no pod exists yet), ``Pending`` (pods exist, not every trainer pod
+    runs), ``Suspended``, ``Running`` (every trainer pod Running or Succeeded), ``Complete`` or ``Failed``;
+    ``reason``/``message`` say why (the condition's, or the first step that holds the job back).
+    """
+
+    state: str
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("Complete", "Failed")
+
+    def explain(self) -> str:
+        """``Pending (ImagePullBackOff: node-0-0: Back-off pulling image "x")``."""
+        why = ": ".join(p for p in (self.reason, self.message) if p)
+        return f"{self.state} ({why})" if why else self.state
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """What ``kubetrain logs`` asks for; the flags mean what kubectl's do, per step (pod)."""
+
+    step: str | None = None
+    """A pod (``node-0-1``), a job (``node-0``) or a replicated job (``node``); ``None``: every step."""
+    container: str | None = None
+    follow: bool = False
+    """Wait for pods to exist and stream until the TrainJob finishes, across restarts."""
+    tail: int | None = None
+    """Only the last ``tail`` lines of each step (``None``: all)."""
+    since_seconds: float | None = None
+    since_time: str | None = None
+    """RFC 3339; only lines written at or after it."""
+    timestamps: bool = False
+    """Prefix each line with the time it was written (RFC 3339, nanoseconds, UTC)."""
+    progress: bool = False
+    """Also yield :class:`StepChange` and :class:`StateChange` items (``kubetrain run`` shows them)."""
+
+
+class LogChunk(NamedTuple):
+    """Text one step wrote, as it arrived: several lines, and possibly an unterminated last line."""
+
+    step: str
+    text: str
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """A step (pod) changed state; ``reason``/``message`` say why it waits or ended."""
+
+    step: str
+    state: str
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """The TrainJob's :class:`StateView` changed (or its reason did)."""
+
+    state: StateView
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know that is not a log line or a state: a step's log cannot be read."""
+
+    text: str
+
+
+LogItem = LogChunk | StepChange | StateChange | Notice | None
+"""What ``log_stream`` yields; ``None`` is a heartbeat at least every half second while nothing happens, so a
+caller can enforce its own deadline and react to Ctrl-C."""
+
+
+@dataclass(frozen=True)
+class WatchItem:
+    """One change seen by ``watch_trainjobs``: ``type`` is ``ADDED``, ``MODIFIED`` or ``DELETED``."""
+
+    type: str
+    trainjob: TrainJob
+    state: StateView
 
 
 class Backend(Protocol):
@@ -47,11 +145,17 @@ class Backend(Protocol):
         """Create or update TrainJobs/runtimes; returns ``kind/name`` of each object applied."""
         ...
 
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
-        """``namespace=None`` means all namespaces."""
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
+        """``namespace=None`` means all namespaces; ``selector`` is a label selector (``-l``)."""
         ...
 
-    def get_trainjob(self, name: str, namespace: str) -> TrainJob: ...
+    def get_trainjob(self, name: str, namespace: str) -> TrainJob:
+        """Raises a ``KubetrainError`` naming at most a few close matches when it does not exist."""
+        ...
+
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        """The :class:`StateView` of each job, in order (one look at the pods for all of them)."""
+        ...
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails: ...
 
@@ -59,6 +163,18 @@ class Backend(Protocol):
         """Lines prefixed ``[step/rank]`` when several steps are shown."""
         ...
 
+    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
+        """Chunks of each step's log as written (constant memory, whatever the log's size), with heartbeats."""
+        ...
+
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        """The current TrainJobs as ``ADDED``, then every change, forever; ``None`` heartbeats in between."""
+        ...
+
     def delete_trainjob(self, name: str, namespace: str) -> None: ...
+
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None: ...
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]: ...

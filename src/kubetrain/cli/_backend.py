@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._common import fail
-from kubetrain.cli.backend import Backend
+
+if TYPE_CHECKING:
+    from kubetrain.cli.backend import Backend
 
 backend_options = [
     click.option("--kubeconfig", default=None, help="Use the Kubernetes cluster of this kubeconfig."),
@@ -45,9 +48,23 @@ def select_backend(kubeconfig: str | None, context: str | None) -> Backend:
         except KubetrainError as exc:
             fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to run locally")
         return backend
+    try:
+        return local_backend()
+    except (OSError, sqlite3.Error) as exc:
+        fail(
+            f"cannot open this machine's kubetrain state: {exc}",
+            "point KUBETRAIN_HOME at a writable directory (default ~/.kubetrain)",
+        )
+
+
+def local_backend() -> Backend:
+    """This machine's backend; raises ``OSError``/``sqlite3.Error`` when its state cannot be opened."""
     # Imported here so `kubetrain --help` and the cluster backend never load the local one.
     from kubetrain.local.backend import LocalBackend
 
-    return LocalBackend()
+    try:
+        return LocalBackend()
+    except KubetrainError as exc:  # an unusable KUBETRAIN_HOME or state file: the message says why and the fix
+        raise OSError(str(exc)) from None
 
 

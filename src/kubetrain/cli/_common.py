@@ -4,18 +4,54 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
-from rich.console import Console
 
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.loader import Loaded, Manifest, load_file
-from kubetrain.api.yamlio import dump_all
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kubetrain.api.loader import LineMap, Loaded, Manifest
+
+
+class _LazyConsole:
+    """A rich Console made on first use: commands that print nothing through rich (a ``run`` answered from the
+    compile cache) do not pay for importing it."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = self._make()
+        return getattr(self._console, name)
+
+
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _stdout() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+stderr = cast("Console", _LazyConsole(_stderr))
+stdout = cast("Console", _LazyConsole(_stdout))
+
+
+def escape(text: str) -> str:
+    """Rich markup escaping, for text put into a markup string."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 files_option = click.option(
     "-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=True, allow_dash=True),
@@ -24,28 +60,36 @@ files_option = click.option(
 
 
 class Source:
-    """Where an object came from; ``locate(path)`` finds the line of one of its fields."""
+    """Where an object came from (``file:line``); ``locate(path)`` finds the line of one of its fields."""
 
-    def __init__(self, loaded: Loaded, index: int):
-        self.loaded, self.index = loaded, index
+    def __init__(self, text: str, lines: LineMap | None = None, file: str | None = None):
+        self.text, self.lines, self.file = text, lines, file
 
     def __str__(self) -> str:
-        return self.loaded.sources[self.index]
+        return self.text
 
     def locate(self, path: str) -> str:
-        return self.loaded.locate(self.index, path) or str(self)
+        from kubetrain.api.loader import locate
+
+        if self.lines is None or self.file is None:
+            return self.text
+        return locate(self.lines, self.file, path) or self.text
 
 
 def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
-    objects: list[Manifest] = []
-    sources: list[Source] = []
-    result = Result()
+    """The objects that loaded, where each came from, and the loader's findings (see also ``checking``)."""
+    loaded = load_files(files)
+    sources = [Source(loaded.sources[i], loaded.lines[i], loaded.files[i]) for i in range(len(loaded.objects))]
+    return loaded.objects, sources, loaded.result
+
+
+def load_files(files: Iterable[str]) -> Loaded:
+    from kubetrain.api.loader import Loaded, load_file
+
+    loaded = Loaded()
     for f in files:
-        loaded: Loaded = load_file(f)
-        objects += loaded.objects
-        sources += [Source(loaded, i) for i in range(len(loaded.objects))]
-        result.extend(loaded.result)
-    return objects, sources, result
+        loaded.extend(load_file(f))
+    return loaded
 
 
 def print_findings(result: Result) -> None:
@@ -56,18 +100,23 @@ def print_findings(result: Result) -> None:
 
 
 def _print(f: Finding, label: str, color: str) -> None:
+    from rich.text import Text
+
+    # Text pieces, never markup: messages quote user input ("[auto cpu gpu]", "labels[x/y]") verbatim.
     where = f"{f.source}: " if f.source else ""
     who = f"{f.obj}: " if f.obj else ""
     path = f"{f.path}: " if f.path else ""
-    stderr.print(f"[bold {color}]{label}[/]: {where}{who}[bold]{path}[/]{f.message}", markup=True)
+    stderr.print(Text.assemble((label, f"bold {color}"), ": ", where, who, (path, "bold"), f.message))
     if f.fix:
-        stderr.print(f"  [dim]fix:[/] {f.fix}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", f.fix))
 
 
 def fail(message: str, fix: str | None = None, code: int = 1) -> NoReturn:
-    stderr.print(f"[bold red]error[/]: {message}", markup=True)
+    from rich.text import Text
+
+    stderr.print(Text.assemble(("error", "bold red"), ": ", message))
     if fix:
-        stderr.print(f"  [dim]fix:[/] {fix}", markup=True)
+        stderr.print(Text.assemble("  ", ("fix:", "dim"), " ", fix))
     sys.exit(code)
 
 
@@ -75,6 +124,8 @@ def dump(objects: list[dict[str, Any]], output: str) -> str:
     if output == "json":
         return json.dumps(objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
                                                                  "items": objects}, indent=2) + "\n"
+    from kubetrain.api.yamlio import dump_all
+
     return dump_all(objects)
 
 

@@ -1,4 +1,5 @@
-"""The workload verbs: ``run``, ``apply``, ``get``, ``describe``, ``logs``, ``delete``.
+"""The workload verbs that submit: ``run`` and ``apply`` (``get``, ``describe``, ``logs``, ``delete``, ``wait``
+and ``prune`` have their own modules).
 
 They run against this machine (``kubetrain.local``) unless ``--kubeconfig``/``--context`` is given or
 ``KUBETRAIN_BACKEND=k8s`` is set, in which case the cluster backend (``kubetrain.k8s``) serves them.
@@ -10,40 +11,66 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kubetrain.api import KubetrainError, TrainJob
-from kubetrain.api.loader import Manifest
+from kubetrain.api.errors import KubetrainError
 from kubetrain.cli._backend import is_cluster as _is_cluster
 from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
-from kubetrain.cli._common import fail, files_option, load_all, print_findings, stdout
-from kubetrain.cli.follow import follow_remote as _follow_remote
-from kubetrain.cli.follow import run_local as _run_local
-from kubetrain.cli.output import age as _age
-from kubetrain.cli.output import dump_objects as _dump
-from kubetrain.cli.output import last_message as _message
-from kubetrain.cli.output import nodes as _nodes
+from kubetrain.cli._common import fail, files_option, print_findings
 from kubetrain.cli.output import print_applied
-from kubetrain.cli.output import print_details as _print_details
-from kubetrain.cli.output import table as _table
+
+if TYPE_CHECKING:
+    from kubetrain.api.loader import Manifest
+    from kubetrain.cli.backend import Backend
 
 __all__ = ["print_applied", "register"]
 
 
-def _load(files: tuple[str, ...]) -> tuple[list[Manifest], list[str]]:
-    objects, sources, result = load_all(files)
-    print_findings(result)
-    if not result.ok:
+def _load(
+    files: tuple[str, ...], backend: Backend, namespace: str, cluster: bool
+) -> tuple[list[Manifest], list[str]]:
+    """Load and check the files with the same rules as `validate` (against the backend's installed runtimes);
+    print every finding, deprecation warnings included, and stop on errors before anything is applied."""
+    from kubetrain.cli.checking import check_files
+
+    checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "run")
+    print_findings(checked.result)
+    if not checked.result.ok:
         sys.exit(1)
     # Locally a pod without workingDir starts where its manifest lives, so `command: [torchrun, train.py]`
     # finds a script next to the YAML.
     dirs = []
-    for s in sources:
-        f = s.loaded.files[s.index] if s.loaded.files else "-"
+    for s in checked.sources:
+        f = s.file or "-"
         dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
-    return objects, dirs
+    return checked.objects, dirs
+
+
+def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
+    """The compile cache's entry for these files, if any, and their key (None: not cacheable)."""
+    from kubetrain.local import compile_cache
+    from kubetrain.local.store import Store
+
+    if compile_cache.disabled():
+        return None, None
+    try:
+        key = compile_cache.key(files, namespace)
+        if key is None:
+            return None, None
+        return compile_cache.lookup(Store(), key), key
+    except KubetrainError:
+        return None, None  # the full path reports what is wrong (e.g. an unusable KUBETRAIN_HOME)
+
+
+def _file_of(files: tuple[str, ...], workdir: str) -> int:
+    """Which -f argument is in ``workdir`` (the TrainJob's file; only asked when every -f is a plain file)."""
+    for i, f in enumerate(files):
+        if f != "-" and str(Path(f).resolve().parent) == workdir:
+            return i
+    return 0
 
 
 def _run_errors(fn: Callable[[], None]) -> None:
@@ -58,21 +85,80 @@ def register(group: click.Group) -> None:
     @files_option
     @_with_backend_options
     @click.option("-q", "--quiet", is_flag=True, help="Do not stream logs; print only the final state.")
+    @click.option(
+        "-d", "--detach", is_flag=True, help="Start it in the background and return (follow with `kubetrain logs -f`)."
+    )
+    @click.option(
+        "--nohup",
+        is_flag=True,
+        help="Keep running when the terminal closes (SIGHUP, e.g. a dropped SSH session); output stops, logs stay.",
+    )
+    @click.option(
+        "--replace", is_flag=True, help="Replace a finished TrainJob of the same name (its state and logs are removed)."
+    )
+    @click.option("--timeout", default=None,
+                  help="Stop waiting after this long (30s, 10m, 2h): exit 124 naming the state then.")
+    @click.option("--delete-on-timeout", is_flag=True,
+                  help="On a cluster, delete the TrainJob when --timeout passes (it keeps running otherwise).")
     def run(
-        files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str, quiet: bool
+        files: tuple[str, ...],
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
+        quiet: bool,
+        detach: bool,
+        nohup: bool,
+        replace: bool,
+        timeout: str | None,
+        delete_on_timeout: bool,
     ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
-        Exit status is 0 when the TrainJob ends Complete and 1 when it ends Failed. Runtimes in the same files
-        are applied first; the built-in runtimes (`kubetrain runtimes list`) are always available.
+        Exit status: 0 when the TrainJob ends Complete; 1 when it ends Failed; 124 when --timeout passes first;
+        127 (126) when a command could not be found (executed); 130 after Ctrl-C (128 + the signal number after
+        SIGTERM/SIGHUP). On a cluster it waits for the JobSet and its pods and says why they wait; Ctrl-C
+        detaches and the TrainJob keeps running. Locally Ctrl-C stops the pods like the kubelet (SIGTERM,
+        terminationGracePeriodSeconds, SIGKILL; a second Ctrl-C kills them at once), and so does a timeout.
+        Runtimes in the same files are applied first; the built-in runtimes (`kubetrain runtimes list`) are
+        always available.
 
         \b
         Examples:
           kubetrain run -f examples/quickstart/trainjob.yaml
           kubetrain run -f my-runtime.yaml -f my-trainjob.yaml
-          kubetrain run -f trainjob.yaml --context kind-kind     # on a cluster
+          kubetrain run -f trainjob.yaml --detach            # like apply, for one TrainJob
+          kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
+          kubetrain run -f trainjob.yaml --context kind-kind --timeout 30m     # on a cluster
         """
-        objects, dirs = _load(files)
+        from kubetrain.cli.follow import follow_remote, run_local
+
+        try:
+            from kubetrain.api.logtext import parse_duration
+
+            limit = parse_duration(timeout, "--timeout") if timeout else None
+        except KubetrainError as exc:
+            fail(str(exc))
+        cluster = _is_cluster(kubeconfig, context)
+        key = None
+        holder = None
+        if not cluster:
+            if not detach:
+                from kubetrain.local.netns import NetworkNamespace
+
+                # The TrainJob's network namespace comes up while its manifest is read and checked.
+                holder = NetworkNamespace.start()
+            hit, key = _cached(files, namespace)
+            if hit is not None:
+                workdir = str(Path(files[hit.file_index]).resolve().parent)
+                code = run_local(
+                    hit.others, hit.trainjob, workdir, namespace, quiet, timeout=limit,
+                    detach=detach, nohup=nohup, replace=replace, compiled=hit, holder=holder,
+                )
+                sys.exit(code)
+        from kubetrain.api import TrainJob
+
+        backend = _backend(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         jobs = [(o, d) for o, d in zip(objects, dirs, strict=True) if isinstance(o, TrainJob)]
         if len(jobs) != 1:
             fail(
@@ -82,17 +168,36 @@ def register(group: click.Group) -> None:
         others = [o.to_wire() for o in objects if not isinstance(o, TrainJob)]
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
-        if _is_cluster(kubeconfig, context):
-            backend = _backend(kubeconfig, context)
+        if cluster:
             _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
-            sys.exit(_follow_remote(backend, tj.name, ns, quiet))
-        sys.exit(_run_local(others, tj, workdir, ns, quiet))
+            if detach:
+                return
+            how = "".join(
+                f" {flag} {value}"
+                for flag, value in (("--kubeconfig", kubeconfig), ("--context", context), ("-n", ns))
+                if value and (flag != "-n" or value != "default")
+            )
+            sys.exit(
+                follow_remote(
+                    backend, tj.name, ns, quiet, timeout=limit, delete_on_timeout=delete_on_timeout, how=how
+                )
+            )
+        sys.exit(
+            run_local(
+                others, tj.to_wire(), workdir, ns, quiet, timeout=limit, detach=detach, nohup=nohup,
+                replace=replace, cache_key=key, file_index=_file_of(files, workdir), holder=holder,
+            )
+        )
 
     @group.command("apply")
     @files_option
     @_with_backend_options
     def apply(files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        """Create TrainJobs (started in the background) and runtimes; re-applying may flip spec.suspend.
+        """Create TrainJobs (started in the background) and runtimes, or update them like kubectl.
+
+        Re-applying an unchanged manifest changes nothing ("unchanged"). A TrainJob's runtimeRef, trainer,
+        initializer, activeDeadlineSeconds and managedBy are immutable; spec.suspend, labels and annotations may
+        change; runtimePatches only while it is suspended.
 
         \b
         Examples:
@@ -100,10 +205,11 @@ def register(group: click.Group) -> None:
           kubetrain apply -f runtimes/ -f trainjob.yaml
           kubetrain get trainjobs && kubetrain logs my-job -f
         """
-        objects, dirs = _load(files)
         backend = _backend(kubeconfig, context)
+        cluster = _is_cluster(kubeconfig, context)
+        objects, dirs = _load(files, backend, namespace, cluster)
         wires = [o.to_wire() for o in objects]
-        if _is_cluster(kubeconfig, context):
+        if cluster:
             _run_errors(lambda: print_applied(backend.apply(wires, namespace=namespace)))
             return
         from kubetrain.local.backend import LocalBackend
@@ -113,158 +219,11 @@ def register(group: click.Group) -> None:
         applied: list[str] = []
 
         def go() -> None:
-            # One call per object so each TrainJob keeps the working directory of its own file.
+            # One call per object so each TrainJob keeps the working directory of its own file; each result is
+            # printed as it happens, so a later error never hides what was already applied.
             for w, d in sorted(zip(wires, dirs, strict=True), key=lambda p: p[0]["kind"] == "TrainJob"):
-                applied.extend(local.apply([w], namespace=namespace, workdir=d))
+                done = local.apply([w], namespace=namespace, workdir=d)
+                applied.extend(done)
+                print_applied(done)
 
         _run_errors(go)
-        print_applied(applied)
-
-    @group.command("get")
-    @click.argument("kind", type=click.Choice(["trainjobs", "trainjob", "tj", "runtimes", "runtime"]))
-    @click.argument("name", required=False)
-    @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
-    @click.option("-o", "--output", type=click.Choice(["table", "wide", "yaml", "json"]), default="table")
-    @_with_backend_options
-    def get(
-        kind: str,
-        name: str | None,
-        all_namespaces: bool,
-        output: str,
-        kubeconfig: str | None,
-        context: str | None,
-        namespace: str,
-    ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE NODES AGE) or runtimes, like kubectl get.
-
-        \b
-        Examples:
-          kubetrain get trainjobs
-          kubetrain get trainjobs -A -o wide
-          kubetrain get trainjob my-job -o yaml
-          kubetrain get runtimes
-        """
-        backend = _backend(kubeconfig, context)
-        ns = None if all_namespaces else namespace
-        if kind.startswith("runtime"):
-            rts = backend.list_runtimes(ns)
-            if name:
-                rts = [r for r in rts if r.name == name]
-            if output in ("yaml", "json"):
-                _dump([r.to_wire() for r in rts], output)
-                return
-            t = _table(["KIND", "NAME", "FRAMEWORK", "NODES"])
-            for r in rts:
-                ml = r.spec.ml_policy
-                t.add_row(
-                    r.kind,
-                    r.name,
-                    ",".join(ml.frameworks()) if ml else "-",
-                    str(ml.num_nodes or 1) if ml else "-",
-                )
-            stdout.print(t)
-            return
-        try:
-            jobs = [backend.get_trainjob(name, namespace)] if name else backend.list_trainjobs(ns)
-        except KubetrainError as exc:
-            fail(str(exc))
-        if output in ("yaml", "json"):
-            _dump([j.to_wire() for j in jobs], output)
-            return
-        if not jobs:
-            click.echo(
-                f"No TrainJobs found in {'any namespace' if ns is None else f'namespace {ns}'}.", err=True
-            )
-            return
-        cols = (["NAMESPACE"] if ns is None else []) + ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
-        if output == "wide":
-            cols += ["JOBS", "MESSAGE"]
-        t = _table(cols)
-        for j in jobs:
-            row = ([j.namespace] if ns is None else []) + [
-                j.name,
-                j.spec.runtime_ref.name,
-                j.state or "Running",
-                _nodes(j),
-                _age(j.metadata.creation_timestamp),
-            ]
-            if output == "wide":
-                js = (j.status.jobs_status if j.status else None) or []
-                row += [
-                    ", ".join(f"{s.name}(active={s.active},ok={s.succeeded},failed={s.failed})" for s in js),
-                    _message(j),
-                ]
-            t.add_row(*row)
-        stdout.print(t)
-
-    @group.command("describe")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
-    @click.argument("name")
-    @_with_backend_options
-    def describe(kind: str, name: str, kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        """Spec summary, steps (pods) with states and restarts, conditions and events of a TrainJob.
-
-        \b
-        Examples:
-          kubetrain describe trainjob my-job
-          kubetrain describe tj my-job -n team-a
-        """
-        backend = _backend(kubeconfig, context)
-        try:
-            d = backend.describe_trainjob(name, namespace)
-        except KubetrainError as exc:
-            fail(str(exc))
-        _print_details(d)
-
-    @group.command("logs")
-    @click.argument("name")
-    @click.option(
-        "--step",
-        default=None,
-        help="One step: a pod (node-0-1), a job (node-0) or a replicated job (dataset-initializer).",
-    )
-    @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the TrainJob finishes.")
-    @_with_backend_options
-    def logs(
-        name: str, step: str | None, follow: bool, kubeconfig: str | None, context: str | None, namespace: str
-    ) -> None:
-        """Print the logs of a TrainJob's steps, each line prefixed [step/rank] when several are shown.
-
-        \b
-        Examples:
-          kubetrain logs my-job
-          kubetrain logs my-job --step node-0 -f
-          kubetrain logs my-job --step dataset-initializer
-        """
-        backend = _backend(kubeconfig, context)
-        try:
-            for line in backend.logs(name, namespace, step=step, follow=follow):
-                click.echo(line)
-        except KubetrainError as exc:
-            fail(str(exc))
-
-    @group.command("delete")
-    @click.argument("kind", type=click.Choice(["trainjob", "trainjobs", "tj"]))
-    @click.argument("names", nargs=-1, required=True)
-    @_with_backend_options
-    def delete(
-        kind: str, names: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str
-    ) -> None:
-        """Delete TrainJobs and stop every process of them. Locally, logs and volumes stay on disk.
-
-        \b
-        Examples:
-          kubetrain delete trainjob my-job
-          kubetrain delete tj job-a job-b -n team-a
-        """
-        backend = _backend(kubeconfig, context)
-        for name in names:
-            logs_dir = None
-            try:
-                if hasattr(backend, "logs_dir"):
-                    logs_dir = backend.logs_dir(name, namespace)
-                backend.delete_trainjob(name, namespace)
-            except KubetrainError as exc:
-                fail(str(exc))
-            kept = f" (logs kept in {logs_dir})" if logs_dir else ""
-            click.echo(f'trainjob.trainer.kubeflow.org "{name}" deleted{kept}')

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from rich.table import Table
 
-from kubetrain.api import TrainJob
-from kubetrain.cli._common import stdout
+from kubetrain.cli._common import escape, stderr, stdout
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from kubetrain.api import TrainJob
 
 
 def age(ts: str | None) -> str:
@@ -38,18 +41,26 @@ def last_message(tj: TrainJob) -> str:
     return (conds[-1].message or "") if conds else ""
 
 
+def error_line(message: str) -> None:
+    """``error: ...`` on stderr for one failed item of several; the command goes on with the others."""
+    stderr.print("[bold red]error[/]: " + escape(message), markup=True)
+
 
 def print_applied(applied: list[str]) -> None:
+    """``kind/name`` (printed ``applied``) or ``kind/name verb`` (``created``, ``configured``, ``unchanged``)."""
     for a in applied:
-        kind, _, name = a.partition("/")
+        ref, _, verb = a.partition(" ")
+        kind, _, name = ref.partition("/")
         click.echo(
-            f"{kind}.trainer.kubeflow.org/{name} applied"
+            f"{kind}.trainer.kubeflow.org/{name} {verb or 'applied'}"
             if kind in ("trainjob", "trainingruntime", "clustertrainingruntime")
-            else f"{kind}/{name} applied"
+            else f"{kind}/{name} {verb or 'applied'}"
         )
 
 
 def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
+    import yaml
+
     if output == "json":
         payload: Any = objs[0] if len(objs) == 1 else {"apiVersion": "v1", "kind": "List", "items": objs}
         click.echo(json.dumps(payload, indent=2))
@@ -57,8 +68,40 @@ def dump_objects(objs: list[dict[str, Any]], output: str) -> None:
         click.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
 
 
+def plain_rich_table(**kwargs: Any) -> Table:
+    """A rich Table whose string cells are shown as written (see ``_plain_table``)."""
+    return _plain_table()(**kwargs)
+
+
+@functools.cache
+def _plain_table() -> type[Table]:
+    """A table whose cells are shown as written: Rich would read ``[x]`` in a message as markup and drop it.
+    (Made on first use: rich is imported only by commands that draw tables.)"""
+    from rich.table import Table
+    from rich.text import Text
+
+    class PlainTable(Table):
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **kwargs)
+
+    return PlainTable
+
+
+def plain_table(headers: list[str], rows: list[list[str]], *, no_headers: bool = False) -> str:
+    """Columns padded with three spaces, like kubectl: never truncated, whatever the terminal's width."""
+    body = rows if no_headers else [headers, *rows]
+    if not body:
+        return ""
+    widths = [max(len(r[i]) for r in body) for i in range(len(headers))]
+    out = []
+    for r in body:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(r[:-1])] + [r[-1]]
+        out.append("   ".join(cells).rstrip())
+    return "\n".join(out) + "\n"
+
+
 def table(cols: list[str]) -> Table:
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t = _plain_table()(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in cols:
         t.add_column(c, no_wrap=c != "MESSAGE")
     return t
@@ -86,12 +129,12 @@ def print_details(d: Any) -> None:
             fields.append(("Command", cmd if len(cmd) <= 200 else cmd[:197] + "..."))
     fields += [
         ("Created", f"{tj.metadata.creation_timestamp or '-'} ({age(tj.metadata.creation_timestamp)} ago)"),
-        ("State", tj.state or "Running"),
+        ("State", d.state.explain() if d.state is not None else tj.state or "-"),
     ]
     fields += [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in (d.extra or {}).items()]
     width = max(len(k) for k, _ in fields) + 2
     for k, v in fields:
-        out.print(f"[bold]{k + ':':<{width}}[/]{v}", markup=True, highlight=False)
+        out.print(f"[bold]{k + ':':<{width}}[/]{escape(str(v))}", markup=True, highlight=False)
     out.print("[bold]Steps:[/]")
     t = table(["  STEP", "JOB", "STATE", "RESTARTS", "EXIT", "PID", "MESSAGE"])
     for s in d.steps:
@@ -102,7 +145,7 @@ def print_details(d: Any) -> None:
             str(s.restarts),
             "-" if s.exit_code is None else str(s.exit_code),
             str(s.pid or "-"),
-            s.message or "",
+            ": ".join(p for p in (s.reason, s.message) if p),  # a PlainTable cell: shown as written
         )
     out.print(t if d.steps else "  (none started)")
     out.print("[bold]Conditions:[/]")
@@ -121,7 +164,45 @@ def print_details(d: Any) -> None:
             )
         out.print(t)
     out.print("[bold]Events:[/]")
-    t = table(["  TIME", "TYPE", "REASON", "MESSAGE"])
+    with_objects = any(e.object for e in d.events)
+    t = table(["  TIME", "TYPE", "REASON", *(["OBJECT"] if with_objects else []), "MESSAGE"])
     for e in d.events:
-        t.add_row("  " + e.time, e.type, e.reason, e.message)
+        t.add_row("  " + e.time, e.type, e.reason, *([e.object] if with_objects else []), e.message)
     out.print(t if d.events else "  (none)")
+    for step, lines in (getattr(d, "failure_logs", None) or {}).items():
+        exit_code = next((s.exit_code for s in d.steps if s.name == step), None)
+        code = f", exit code {exit_code}" if exit_code is not None else ""
+        out.print(f"[bold]Last log lines of {escape(step)}{code}:[/]")
+        for line in lines or ["(empty)"]:
+            out.print("  " + escape(line), markup=True, highlight=False)
+
+
+def details_dict(d: Any) -> dict[str, Any]:
+    """``describe -o yaml|json``: the same facts as the page, as data."""
+    return {
+        "trainJob": d.trainjob.to_wire(),
+        "state": (
+            {"state": d.state.state, "reason": d.state.reason, "message": d.state.message}
+            if d.state is not None
+            else None
+        ),
+        "steps": [
+            {
+                "name": s.name,
+                "replicatedJob": s.replicated_job,
+                "state": s.state,
+                "restarts": s.restarts,
+                "exitCode": s.exit_code,
+                "reason": s.reason,
+                "message": s.message,
+                **({"pid": s.pid} if s.pid else {}),
+            }
+            for s in d.steps
+        ],
+        "events": [
+            {"time": e.time, "type": e.type, "reason": e.reason, "object": e.object, "message": e.message}
+            for e in d.events
+        ],
+        "failureLogs": dict(d.failure_logs),
+        "details": {k: v for k, v in (d.extra or {}).items()},
+    }

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from kubetrain.api import constants as c
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.yamlio import dump, dump_all
 from kubetrain.cli._backend import is_cluster, select_backend
 from kubetrain.cli._common import fail, load_all, print_findings, stdout
+from kubetrain.cli.output import plain_rich_table
 from kubetrain.runtimes import builtin_runtimes
 
 Key = tuple[str, str | None, str]
@@ -79,7 +79,8 @@ def register(group: click.Group) -> None:
     @click.option("-o", "--output", type=click.Choice(["table", "yaml", "name"]), default="table")
     def list_(files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str | None,
               output: str) -> None:
-        """List runtimes with their framework label, ML policy, nodes and support status.
+        """List runtimes with their framework label, ML policy, nodes, support status and the Pod Security
+        level of the pods a plain TrainJob gets from them (privileged, baseline or restricted).
 
         \b
         Examples:
@@ -94,14 +95,16 @@ def register(group: click.Group) -> None:
         if output == "yaml":
             click.echo(dump_all([r.to_wire() for r, _ in rows]), nl=False)
             return
-        table = Table(box=None, pad_edge=False)
-        for col in ("NAME", "KIND", "NAMESPACE", "FRAMEWORK", "POLICY", "NODES", "SUPPORT", "SOURCE"):
+        table = plain_rich_table(box=None, pad_edge=False)
+        from kubetrain.compiler.podsecurity import lint_runtime
+
+        for col in ("NAME", "KIND", "NAMESPACE", "FRAMEWORK", "POLICY", "NODES", "SUPPORT", "POD SECURITY", "SOURCE"):
             table.add_column(col)
         for r, source in rows:
             ml = r.spec.ml_policy
             support = "deprecated" if r.labels.get(c.LABEL_SUPPORT) == c.SUPPORT_DEPRECATED else "supported"
             table.add_row(r.name, r.kind, _key(r)[1] or "", r.labels.get(c.LABEL_FRAMEWORK, "<none>"), _policy(r),
-                          str((ml.num_nodes if ml else None) or 1), support, source)
+                          str((ml.num_nodes if ml else None) or 1), support, lint_runtime(r).level or "?", source)
         stdout.print(table)
 
     @runtimes.command("show")

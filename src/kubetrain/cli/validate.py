@@ -6,31 +6,38 @@ import json
 import sys
 
 import click
+from rich.text import Text
 
 from kubetrain.api.errors import Result
-from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
-from kubetrain.api.trainjob import TrainJob
-from kubetrain.api.validation import validate_runtime_object
-from kubetrain.cli._common import describe, files_option, load_all, print_findings, stderr, tag
-from kubetrain.compiler import resolve_runtime, validate_trainjob
-from kubetrain.runtimes import builtin_runtimes
+from kubetrain.api.podsecurity import LEVELS, Level
+from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
+from kubetrain.cli._backend import is_cluster
+from kubetrain.cli._common import files_option, print_findings, stderr
+from kubetrain.cli._podsecurity import pod_security
+from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend, close_backend
+from kubetrain.compiler.podsecurity import PodSecurityReport
 
 
-def validate_files(files: tuple[str, ...], namespace: str | None) -> tuple[Result, int]:
-    objects, sources, result = load_all(files)
-    given = [o for o in objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
-    given_names = {(r.kind, r.name) for r in given}
-    catalog = given + [r for r in builtin_runtimes() if (r.kind, r.name) not in given_names]
-    for obj, source in zip(objects, sources, strict=True):
-        if namespace and obj.kind != "ClusterTrainingRuntime" and not obj.metadata.namespace:
-            obj.metadata.namespace = namespace
-        if isinstance(obj, TrainJob):
-            runtime, found = resolve_runtime(obj, catalog)
-            checked = found.extend(validate_trainjob(obj, runtime))
-        else:
-            checked = validate_runtime_object(obj)
-        result.extend(tag(checked, obj, source))
-    return result, len(objects)
+def validate_files(
+    files: tuple[str, ...],
+    namespace: str | None,
+    backend: RuntimeCatalog | None = None,
+    *,
+    cluster: bool = False,
+    pod_security_level: Level = "baseline",
+    reports: list[PodSecurityReport] | None = None,
+) -> tuple[Result, int]:
+    """Every finding for the objects in ``files`` and how many objects they hold; Pod Security reports are
+    appended to ``reports``. ``backend``: also resolve TrainJobs against the runtimes it has installed (None:
+    the files' runtimes and the built-in ones)."""
+    if backend is None and not cluster:
+        backend = BuiltinsOnly()
+    checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "check")
+    given = [o for o in checked.objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
+    catalog: list[AnyRuntime] = [*given, *checked.installed]
+    checked.result.extend(pod_security(checked.objects, checked.sources, catalog, pod_security_level,
+                                       [] if reports is None else reports))
+    return checked.result, checked.documents
 
 
 def register(group: click.Group) -> None:
@@ -38,33 +45,62 @@ def register(group: click.Group) -> None:
     @files_option
     @click.option("-n", "--namespace", default=None, help="Namespace for objects that name none (default: default).")
     @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", help="Report format.")
-    def validate(files: tuple[str, ...], namespace: str | None, output: str) -> None:
+    @click.option(
+        "--pod-security", "pod_security_level", type=click.Choice(LEVELS), default="baseline", show_default=True,
+        help="Pod Security Standards level to warn against (the level of every pod is reported either way).",
+    )  # fmt: skip
+    @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+    @click.option("--kubeconfig", default=None, help="Resolve runtimes on the cluster of this kubeconfig.")
+    @click.option("--context", default=None, help="kubeconfig context (implies the cluster).")
+    def validate(
+        files: tuple[str, ...],
+        namespace: str | None,
+        output: str,
+        pod_security_level: Level,
+        strict: bool,
+        kubeconfig: str | None,
+        context: str | None,
+    ) -> None:
         """Check runtimes and TrainJobs: field paths, what was expected and how to fix it.
 
-        TrainJobs are checked against the runtimes given with -f and the built-in ones.
-        Exits 1 when any error is found; warnings alone exit 0.
+        TrainJobs are checked against the runtimes given with -f, then the ones installed on the backend: those
+        applied on this machine and the built-in ones, or a cluster's with --context/--kubeconfig. Every error
+        of every file is reported at once. The pods every runtime and TrainJob compiles to are rated
+        privileged, baseline or restricted as Kubernetes' PodSecurity admission rates them; each check that
+        keeps them from --pod-security is a warning. Exits 1 when any error is found (with --strict: any
+        warning too).
 
         \b
         Examples:
           kubetrain validate -f runtime.yaml -f trainjob.yaml
           kubetrain validate -f manifests/ -o json
+          kubetrain validate -f runtime.yaml --pod-security restricted --strict
+          kubetrain validate -f trainjob.yaml --context prod     # against the cluster's runtimes
         """
-        result, count = validate_files(files, namespace)
+        reports: list[PodSecurityReport] = []
+        cluster = is_cluster(kubeconfig, context)
+        backend = checking_backend(kubeconfig, context)
+        try:
+            result, count = validate_files(files, namespace, backend, cluster=cluster,
+                                           pod_security_level=pod_security_level, reports=reports)
+        finally:
+            close_backend(backend)
+        failed = not result.ok or (strict and bool(result.warnings))
         if output == "json":
             report = {
                 "valid": result.ok,
                 "objects": count,
                 "errors": [vars(f) for f in result.errors],
                 "warnings": [vars(f) for f in result.warnings],
+                "podSecurity": [r.to_json() for r in reports],
             }
             click.echo(json.dumps(report, indent=2))
         else:
             print_findings(result)
-            status = "[green]valid[/]" if result.ok else "[red]invalid[/]"
-            stderr.print(
-                f"{count} object(s) {status}: {len(result.errors)} error(s), {len(result.warnings)} warning(s)",
-                markup=True,
-            )
-        sys.exit(0 if result.ok else 1)
-
-    _ = describe
+            for r in reports:
+                stderr.print(f"pod security: {r.kind} {r.name}: {r.level or r.error}", markup=False)
+            status = ("valid", "green") if result.ok else ("invalid", "red")
+            stderr.print(Text.assemble(
+                f"{count} object(s) ", status, f": {len(result.errors)} error(s), {len(result.warnings)} warning(s)"
+            ))
+        sys.exit(1 if failed else 0)

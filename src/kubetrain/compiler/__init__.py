@@ -15,18 +15,25 @@ Public contract (backends rely on it):
 
 ``resolve_runtime(trainjob, runtimes) -> tuple[runtime | None, Result]``
     Finds the runtime a TrainJob references among the given ones, with namespace rules.
+
+``validate_objects(subjects, *, installed, rejected, local) -> list[Result]``
+    The one validation entry point every path uses (CLI verbs on both backends, webhook, operator): a batch of
+    TrainJobs and runtimes checked with every rule at once; see ``kubetrain.compiler.validate``.
 """
 
 from kubetrain.compiler.compile import compile_trainjob, validate_trainjob
 from kubetrain.compiler.keys import KeyGen, SSHKeyPair, ecdsa_keygen, fixed_keygen
 from kubetrain.compiler.resolve import resolve_runtime
+from kubetrain.compiler.validate import Subject, validate_objects
 
 __all__ = [
     "KeyGen",
     "SSHKeyPair",
+    "Subject",
     "compile_trainjob",
     "ecdsa_keygen",
     "fixed_keygen",
     "resolve_runtime",
+    "validate_objects",
     "validate_trainjob",
 ]

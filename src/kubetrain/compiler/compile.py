@@ -16,6 +16,7 @@ from kubetrain.compiler.framework import (
     PreBuildPlugin,
     ValidatePlugin,
 )
+from kubetrain.compiler.hostnames import validate_hostnames
 from kubetrain.compiler.info import Info, build_info
 from kubetrain.compiler.keys import KeyGen
 from kubetrain.compiler.plugins.jobset import JobSet
@@ -78,10 +79,16 @@ def compile_trainjob(trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen)
 
 
 def validate_trainjob(trainjob: TrainJob, runtime: AnyRuntime | None, *, old: TrainJob | None = None) -> Result:
-    """Everything ``kubetrain validate`` and the admission webhook check for a TrainJob."""
+    """The TrainJob's own rules plus, when ``runtime`` is given, every check that needs the runtime."""
     result = validate_trainjob_object(trainjob, old=old)
     if runtime is None:
         return result
+    return result.extend(validate_against_runtime(trainjob, runtime, old=old))
+
+
+def validate_against_runtime(trainjob: TrainJob, runtime: AnyRuntime, *, old: TrainJob | None = None) -> Result:
+    """The checks that need the runtime: namespace, deprecation, and every plugin's Validate after enforcing."""
+    result = Result()
     if runtime.kind == c.KIND_TRAINING_RUNTIME and (runtime.metadata.namespace or "default") != trainjob.namespace:
         result.error(
             "spec.runtimeRef",
@@ -99,4 +106,5 @@ def validate_trainjob(trainjob: TrainJob, runtime: AnyRuntime | None, *, old: Tr
         return result
     for plugin in VALIDATE:
         result.extend(plugin.validate(info, old))
+    result.extend(validate_hostnames(info))
     return result

@@ -1,7 +1,8 @@
-"""The CLI verbs (``apply``, ``get``, ``describe``, ``logs``, ``delete``, ``runtimes list``) on a cluster.
+"""The CLI verbs (``apply``, ``get``, ``describe``, ``logs``, ``delete``, ``wait``, ``runtimes list``) on a cluster.
 
 Implements ``kubetrain.api.views.Backend`` structurally. The CLI is synchronous and the client is async, so
-the backend owns one private event loop and runs each call to completion on it.
+the backend owns one private event loop and runs each call to completion on it; streams (logs, watches) are
+async generators driven one item at a time, so Ctrl-C between two items leaves nothing running.
 """
 
 from __future__ import annotations
@@ -9,19 +10,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
 from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
-from kubetrain.api.views import TrainJobDetails
+from kubetrain.api.logtext import lines_of
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
+from kubetrain.api.views import LogItem, LogOptions, StateView, TrainJobDetails, WatchItem
+from kubetrain.k8s.cli_describe import describe
+from kubetrain.k8s.cli_follow import Follower
+from kubetrain.k8s.cli_watch import jobset_name_of, key_of, watch_trainjobs
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import ConfigError, load
-from kubetrain.k8s.steps import events_for, log_container, step_name, step_view
+from kubetrain.k8s.steps import newest_per_step, step_name, step_view
 
 T = TypeVar("T")
+
+RUNTIME_RESOURCES = {
+    c.KIND_CLUSTER_TRAINING_RUNTIME: r.CLUSTER_TRAINING_RUNTIME,
+    c.KIND_TRAINING_RUNTIME: r.TRAINING_RUNTIME,
+}
 
 
 def _explain(exc: ApiError, what: str) -> KubetrainError:
@@ -41,11 +55,15 @@ class ClusterBackend:
             raise KubetrainError(str(exc)) from exc
         self._loop = asyncio.new_event_loop()
         self._client: Client | None = None
+        self._streams: weakref.WeakSet[Iterator[Any]] = weakref.WeakSet()
 
     def close(self) -> None:
         """Close the HTTP session and the private loop (also done when the backend is garbage-collected)."""
         if self._loop.is_closed():
             return
+        for it in list(self._streams):
+            with contextlib.suppress(Exception):
+                it.close()  # type: ignore[attr-defined]
         if self._client is not None and not self._loop.is_running():
             closing = self._client.close()
             try:
@@ -62,6 +80,34 @@ class ClusterBackend:
 
     def _run(self, coro: Awaitable[T]) -> T:
         return self._loop.run_until_complete(coro)
+
+    def _iterate(self, agen: AsyncIterator[T], what: str) -> Iterator[T]:
+        it = self._drive(agen, what)
+        self._streams.add(it)
+        return it
+
+    def _drive(self, agen: AsyncIterator[T], what: str) -> Iterator[T]:
+        """Drive an async generator from synchronous code; an interrupt (Ctrl-C) or an early ``break`` cancels
+        what it was waiting on and closes it, so no stream or watch outlives the command (or the backend)."""
+        try:
+            while True:
+                step = asyncio.ensure_future(agen.__anext__(), loop=self._loop)
+                try:
+                    item = self._loop.run_until_complete(step)
+                except StopAsyncIteration:
+                    return
+                except ApiError as exc:
+                    raise _explain(exc, what) from exc
+                except BaseException:
+                    if not step.done():
+                        step.cancel()
+                        with contextlib.suppress(BaseException):
+                            self._loop.run_until_complete(step)
+                    raise
+                yield item
+        finally:
+            with contextlib.suppress(BaseException):
+                self._loop.run_until_complete(agen.aclose())  # type: ignore[attr-defined]
 
     @property
     def client(self) -> Client:
@@ -111,16 +157,28 @@ class ClusterBackend:
             raise KubetrainError("; ".join(f.render() for f in result.errors) or "not a TrainJob")
         return tj
 
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
+        label_selector = parse_selector(selector).text if selector else None
         try:
-            items, _ = self._run(self.client.list(r.TRAINJOB, namespace))
+            items, _ = self._run(self.client.list(r.TRAINJOB, namespace, label_selector=label_selector))
         except ApiError as exc:
             raise _explain(exc, "list trainjobs") from exc
         return [self._trainjob(i) for i in items]
 
+    def _not_found(self, name: str, namespace: str) -> KubetrainError:
+        try:
+            items, _ = self._run(self.client.list(r.TRAINJOB, namespace))
+            names = [(i.get("metadata") or {}).get("name", "") for i in items]
+        except ApiError:
+            names = []
+        hint = not_found_hint(name, names, f"`kubetrain get trainjobs -n {namespace}` lists them")
+        return KubetrainError(f'trainjobs.{c.GROUP} "{name}" not found in namespace {namespace}{hint}')
+
     def get_trainjob(self, name: str, namespace: str) -> TrainJob:
         try:
             return self._trainjob(self._run(self.client.get(r.TRAINJOB, name, namespace)))
+        except NotFound:
+            raise self._not_found(name, namespace) from None
         except ApiError as exc:
             raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
 
@@ -128,90 +186,102 @@ class ClusterBackend:
         pods, _ = self._run(self.client.list(r.POD, namespace, label_selector=f"{c.LABEL_JOBSET_NAME}={name}"))
         return sorted(pods, key=step_name)
 
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        """One pod list and one JobSet list per namespace, however many jobs."""
+        namespaces = sorted({j.namespace for j in jobs})
+        scope: list[str | None] = list(namespaces) if len(namespaces) <= 3 else [None]
+        pods: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        jobsets: dict[tuple[str, str], dict[str, Any]] = {}
+        known = True
+        for ns in scope:
+            try:
+                items, _ = self._run(self.client.list(r.POD, ns, label_selector=c.LABEL_JOBSET_NAME))
+                sets, _ = self._run(self.client.list(r.JOBSET, ns))
+            except ApiError:
+                known = False  # e.g. no permission to list pods: state from the conditions only
+                continue
+            for p in items:
+                pods.setdefault((key_of(p)[0], jobset_name_of(p)), []).append(p)
+            for js in sets:
+                jobsets[key_of(js)] = js
+        out = []
+        for j in jobs:
+            k = (j.namespace, j.name)
+            jobset = jobsets.get(k)
+            views = [step_view(p) for p in newest_per_step(pods.get(k, []))] if known else None
+            out.append(
+                trainjob_state(
+                    j,
+                    views,
+                    expected_trainer_pods=expected_trainer_pods(jobset),
+                    no_pods_reason="" if jobset is not None else "no JobSet yet",
+                )
+            )
+        return out
+
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
         tj = self.get_trainjob(name, namespace)
         try:
             pods = self._pods(name, namespace)
-            events, _ = self._run(self.client.list(r.EVENT, namespace))
+            return self._run(describe(self.client, tj, pods))
         except ApiError as exc:
             raise _explain(exc, f"describe trainjob {name}") from exc
-        names = {name, *((p.get("metadata") or {}).get("name", "") for p in pods)}
-        extra: dict[str, Any] = {}
-        try:
-            js = self._run(self.client.get(r.JOBSET, name, namespace))
-            conds = [f"{x.get('type')}={x.get('status')}" for x in (js.get("status") or {}).get("conditions") or []]
-            suspended = "true" if (js.get("spec") or {}).get("suspend") else "false"
-            extra["JobSet"] = f"{name} (suspend={suspended}; conditions: {', '.join(conds) or 'none'})"
-        except ApiError:
-            extra["JobSet"] = "(none)"
-        return TrainJobDetails(
-            trainjob=tj, steps=[step_view(p) for p in pods], events=events_for(events, names), extra=extra
-        )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
-        self.get_trainjob(name, namespace)
-        pods = [p for p in self._pods(name, namespace) if (p.get("status") or {}).get("phase") != "Pending"]
-        if step is not None:
-            pods = [p for p in pods if step_name(p) == step or step_name(p).startswith(step + "-")]
-        if not pods:
-            raise KubetrainError(
-                f"no running or finished pods for TrainJob {namespace}/{name}" + (f" step {step}" if step else "")
-            )
-        prefix = len(pods) > 1
-        agen = self._merged_logs(pods, namespace, follow, prefix)
-        while True:
-            try:
-                line: str = self._run(agen.__anext__())
-            except StopAsyncIteration:
-                return
-            except ApiError as exc:
-                raise _explain(exc, f"logs of {name}") from exc
-            yield line
+        yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
 
-    async def _merged_logs(
-        self, pods: list[dict[str, Any]], namespace: str, follow: bool, prefix: bool
-    ) -> AsyncIterator[str]:
-        """One pod's lines in order; several pods interleaved as lines arrive, each prefixed ``[step]``."""
-        queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
+    def log_stream(self, name: str, namespace: str, options: LogOptions) -> Iterator[LogItem]:
+        self.get_trainjob(name, namespace)  # a missing job fails now, with close names suggested
+        follower = Follower(
+            self.client,
+            name,
+            namespace,
+            options,
+            parse=self._trainjob,
+            not_found=lambda: self._not_found_async_safe(name, namespace),
+        )
+        yield from self._iterate(follower.items(), f"logs of {name}")
 
-        async def pump(pod: dict[str, Any]) -> None:
-            tag = f"[{step_name(pod)}] " if prefix else ""
-            try:
-                async for line in self.client.pod_logs(
-                    pod["metadata"]["name"], namespace, container=log_container(pod), follow=follow
-                ):
-                    await queue.put(tag + line)
-            except BaseException as exc:  # surfaced to the consumer, not lost in a task
-                await queue.put(exc)
-            finally:
-                await queue.put(None)
+    def _not_found_async_safe(self, name: str, namespace: str) -> KubetrainError:
+        # Called from inside the loop, where ``_run`` cannot be used: no suggestions there, the plain message.
+        return KubetrainError(
+            f'trainjobs.{c.GROUP} "{name}" not found in namespace {namespace} '
+            f"(`kubetrain get trainjobs -n {namespace}` lists them)"
+        )
 
-        if not prefix:
-            async for line in self.client.pod_logs(
-                pods[0]["metadata"]["name"], namespace, container=log_container(pods[0]), follow=follow
-            ):
-                yield line
-            return
-        tasks = [asyncio.ensure_future(pump(p)) for p in pods]
-        remaining = len(tasks)
-        try:
-            while remaining:
-                item = await queue.get()
-                if item is None:
-                    remaining -= 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            for t in tasks:
-                t.cancel()
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        sel = parse_selector(selector) if selector else None
+
+        def state_of(tj: TrainJob, pods: list[dict[str, Any]]) -> StateView:
+            return trainjob_state(tj, [step_view(p) for p in newest_per_step(pods)])
+
+        agen = watch_trainjobs(
+            self.client, namespace, names=names, selector=sel, parse=self._trainjob, state_of=state_of
+        )
+        yield from self._iterate(agen, "watch trainjobs")
 
     def delete_trainjob(self, name: str, namespace: str) -> None:
         try:
             self._run(self.client.delete(r.TRAINJOB, name, namespace))
+        except NotFound:
+            raise self._not_found(name, namespace) from None
         except ApiError as exc:
             raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
+
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
+        res = RUNTIME_RESOURCES.get(kind)
+        if res is None:
+            raise KubetrainError(
+                f"cannot delete kind {kind!r} (expected TrainJob, TrainingRuntime or ClusterTrainingRuntime)"
+            )
+        ns = namespace if res.namespaced else None
+        what = f'{res.plural}.{c.GROUP} "{name}"' + (f" in namespace {ns}" if ns else "")
+        try:
+            self._run(self.client.delete(res, name, ns))
+        except ApiError as exc:
+            raise _explain(exc, what) from exc
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         out: list[AnyRuntime] = []

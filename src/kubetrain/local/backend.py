@@ -1,100 +1,53 @@
-"""``LocalBackend``: the CLI's backend contract (``kubetrain.api.views.Backend``) on this machine."""
+"""``LocalBackend``: the CLI's backend contract (``kubetrain.api.views.Backend``) on this machine.
+
+The verbs (apply/submit with kubectl's update rules, reads that notice lost supervisors, delete, prune) are
+together because each is short and they share the store and the existence rules; the machinery they drive lives in
+the modules they import.
+"""
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from kubetrain.api import (
-    AnyRuntime,
-    ClusterTrainingRuntime,
-    InvalidObjectError,
-    KubetrainError,
-    TrainingRuntime,
-    TrainJob,
-)
 from kubetrain.api import constants as C
-from kubetrain.api.loader import load_text
-from kubetrain.api.views import Event, StepView, TrainJobDetails
-from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+from kubetrain.api.errors import InvalidObjectError, KubetrainError
+from kubetrain.api.logtext import lines_of, step_prefix
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.views import LogItem, LogOptions, StateView, WatchItem
 from kubetrain.local import namespaces, paths, pods, reaper, status
-from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
-from kubetrain.runtimes import builtin_runtimes, builtin_yaml
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
+from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
+
+if TYPE_CHECKING:
+    from kubetrain.api import AnyRuntime, TrainJob
+    from kubetrain.api.views import TrainJobDetails
+    from kubetrain.local.housekeeping import Pruned
+
+# The models, the compiler and the built-in runtimes are imported where needed: the supervisor, `get` and a
+# `run` answered from the compile cache do without them (see kubetrain.local.compile_cache).
+
+__all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
 
 RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
 PASSIVE_KINDS = ("ConfigMap", "Secret")
-
 
 class NotFoundError(KubetrainError):
     pass
 
 
-def step_prefix(short: str) -> str:
-    """``node-0-1`` -> ``node-0/1``: the ``[step/rank]`` log prefix."""
-    head, _, index = short.rpartition("-")
-    return f"{head}/{index}"
-
-
-class LogTailer:
-    """Incremental reader of several pod logs; lines get a ``[step/rank]`` prefix when there is more than one
-    step (``prefix=None``), always (``True``) or never (``False``)."""
-
-    def __init__(self, files: Callable[[], list[tuple[str, Path]]], prefix: bool | None = None) -> None:
-        self._files = files
-        self._prefix = prefix
-        self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
-        self._known: list[tuple[str, Path]] = []
-
-    def _fmt(self, prefix: str, line: bytes) -> str:
-        text = line.decode(errors="replace")
-        many = self._prefix if self._prefix is not None else len(self._known) > 1
-        return f"[{prefix}] {text}" if many else text
-
-    def poll(self) -> list[str]:
-        self._known = self._files()
-        out: list[str] = []
-        for prefix, path in self._known:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offsets.get(path, 0))
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            if not data:
-                continue
-            self._offsets[path] = self._offsets.get(path, 0) + len(data)
-            *lines, rest = (self._partial.pop(path, b"") + data).split(b"\n")
-            if rest:
-                self._partial[path] = rest
-            out += [self._fmt(prefix, line) for line in lines]
-        return out
-
-    def flush(self) -> list[str]:
-        """Unterminated last lines, once the writers are gone."""
-        out = self.poll()
-        names = dict((path, prefix) for prefix, path in self._known)
-        for path, rest in self._partial.items():
-            out.append(self._fmt(names.get(path, "?"), rest))
-        self._partial.clear()
-        return out
-
-
 class LocalBackend:
     def __init__(self, store: Store | None = None) -> None:
         self.store = store or Store()
-        # "The next command notices": every backend use first records supervisors that died.
-        reaper.reap(self.store)
 
     # Applying.
     def apply(
@@ -105,19 +58,23 @@ class LocalBackend:
         workdir: str | None = None,
         detach: bool = True,
     ) -> list[str]:
-        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them."""
+        """Runtimes, ConfigMaps and Secrets are stored first so TrainJobs in the same batch can use them. Returns
+        ``kind/name created|configured|unchanged`` per object, like kubectl."""
         applied: list[str] = []
+        runtimes = [m for m in manifests if m.get("kind") in RUNTIME_KINDS]
+        if runtimes:  # all or nothing: an invalid runtime must not be stored next to the valid ones
+            self._check_runtimes(runtimes, namespace)
         for m in manifests:
             if m.get("kind") in RUNTIME_KINDS + PASSIVE_KINDS:
                 m = copy.deepcopy(m)
                 if m["kind"] != C.KIND_CLUSTER_TRAINING_RUNTIME:
                     m.setdefault("metadata", {}).setdefault("namespace", namespace)
-                self.store.put_runtime(m)
-                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']}")
+                verb = self.store.put_object(m)
+                applied.append(f"{m['kind'].lower()}/{m['metadata']['name']} {verb}")
         for m in manifests:
             if m.get("kind") == C.KIND_TRAINJOB:
-                name = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
-                applied.append(f"trainjob/{name}")
+                name, verb = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
+                applied.append(f"trainjob/{name} {verb}")
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
                     f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
@@ -125,8 +82,28 @@ class LocalBackend:
                 )
         return applied
 
+    @staticmethod
+    def _check_runtimes(manifests: list[dict[str, Any]], namespace: str) -> None:
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+        from kubetrain.api.loader import parse_manifest
+        from kubetrain.compiler import Subject, validate_objects
+
+        subjects, findings = [], []
+        for m in manifests:
+            obj, parsed = parse_manifest(m)
+            findings += parsed.errors
+            if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
+                if obj.kind == C.KIND_TRAINING_RUNTIME:
+                    obj.metadata.namespace = obj.metadata.namespace or namespace
+                subjects.append(Subject(obj))
+        findings += [f for r in validate_objects(subjects) for f in r.errors]
+        if findings:
+            raise InvalidObjectError(findings)
+
     def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+
         out: list[AnyRuntime] = []
         for m in self.store.list_objects(RUNTIME_KINDS):
             model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
@@ -138,6 +115,10 @@ class LocalBackend:
     def runtimes(self, only: str | None = None) -> list[AnyRuntime]:
         """Applied runtimes, then the built-in ones they do not shadow. With ``only``, built-ins are parsed
         just for that name when it is one (parsing all of them is most of a launch's CPU time)."""
+        from kubetrain.api import ClusterTrainingRuntime
+        from kubetrain.api.loader import load_text
+        from kubetrain.runtimes import builtin_runtimes, builtin_yaml
+
         stored = self.store_runtimes(None)
         names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
         builtins: list[AnyRuntime] = []
@@ -152,87 +133,213 @@ class LocalBackend:
             builtins += builtin_runtimes()  # all of them: resolve_runtime suggests near names from these
         return stored + [r for r in builtins if (r.kind, "", r.name) not in names]
 
-    def submit(self, manifest: dict[str, Any], *, namespace: str, workdir: str, detach: bool) -> str:
-        """Validate, compile and record a TrainJob; with ``detach`` also start its supervisor process."""
+    def submit(
+        self,
+        manifest: dict[str, Any],
+        *,
+        namespace: str,
+        workdir: str,
+        detach: bool,
+        replace: bool = False,
+        create_only: bool | None = None,
+    ) -> tuple[str, str]:
+        """Validate, compile and record a TrainJob, then start its supervisor (a detached process with
+        ``detach``; otherwise the caller runs it). An existing TrainJob of that name is updated by upstream's
+        mutability rules (``apply``), or, with ``create_only`` (default: when not detached, i.e. ``run``), is an
+        error, unless ``replace`` and it has finished. Returns the name and ``created``, ``configured``,
+        ``unchanged`` or ``replaced``."""
+        import secrets
+        import string
+        import uuid
+
+        from pydantic import ValidationError
+
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler import Subject, compile_trainjob, ecdsa_keygen, resolve_runtime, validate_objects
+
+        create_only = not detach if create_only is None else create_only
         namespaces.check_available()  # before recording anything: a TrainJob that cannot run is not created
         try:
             tj = TrainJob.model_validate(manifest)
         except ValidationError as exc:
             raise KubetrainError(f"invalid TrainJob: {exc}") from None
-        if not tj.metadata.name:
-            raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name)")
         tj.metadata.namespace = tj.metadata.namespace or namespace
-        existing = self.store.get_trainjob(tj.namespace, tj.name)
-        if existing is not None and not status.finished(existing.trainjob.get("status") or {}):
-            if not detach:
-                raise KubetrainError(
-                    f"TrainJob {tj.namespace}/{tj.name} is already running (supervisor pid "
-                    f"{existing.supervisor_pid}); follow it with `kubetrain logs {tj.name} -f`, or "
-                    f"`kubetrain delete trainjob {tj.name}` first"
-                )
-            return self._update_running(existing, tj)
-        runtime, result = resolve_runtime(tj, self.runtimes(only=tj.spec.runtime_ref.name))
-        result.extend(validate_trainjob(tj, runtime))
-        if not result.ok:
-            raise InvalidObjectError(result.errors)
-        assert runtime is not None
-        tj.metadata.uid = str(uuid.uuid4())
-        tj.metadata.creation_timestamp = now_rfc3339()
-        tj.status = None
-        objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
-        wire = tj.to_wire()
-        self.store.put_trainjob(wire, objects, str(Path(workdir).resolve()))
-        if detach:
-            self._spawn_supervisor(tj.namespace, tj.name)
-        else:
-            self.store.set_supervisor(tj.namespace, tj.name, os.getpid(), pods.proc_start_time(os.getpid()))
-        return tj.name
+        generated = not tj.metadata.name and bool(tj.metadata.generate_name)
+        if not tj.metadata.name and not generated:
+            raise KubetrainError("TrainJob metadata.name is empty (fix: set metadata.name or metadata.generateName)")
+        if not generated:
+            existing = self.store.get_trainjob(tj.namespace, tj.name)
+            if existing is not None and not (replace and status.finished(existing.trainjob.get("status") or {})):
+                return tj.name, self._update(existing, tj, create_only=create_only)
+        for attempt in range(20):
+            if generated:
+                suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+                tj.metadata.name = f"{tj.metadata.generate_name}{suffix}"
+            candidates = self.runtimes(only=tj.spec.runtime_ref.name)
+            result = validate_objects([Subject(tj)], installed=candidates, local="run")[0]
+            if not result.ok:
+                raise InvalidObjectError(result.errors)
+            runtime, _ = resolve_runtime(tj, candidates)
+            assert runtime is not None
+            self.last_runtime = (runtime.kind, runtime.metadata.namespace or tj.namespace, runtime.name)
+            self.last_warnings = result.warnings
+            tj.metadata.uid = str(uuid.uuid4())
+            tj.metadata.creation_timestamp = now_rfc3339()
+            tj.status = None
+            objects = compile_trainjob(tj, runtime, keygen=ecdsa_keygen)
+            try:
+                verb = self._create(tj.to_wire(), objects, workdir, detach=detach, replace=replace)
+                return tj.name, verb
+            except AlreadyExistsError:
+                if generated and attempt < 19:
+                    continue
+                existing = self.store.get_trainjob(tj.namespace, tj.name)
+                if existing is None:
+                    raise
+                return tj.name, self._update(existing, tj, create_only=create_only)
+        raise KubetrainError(f"could not find a free name for generateName {tj.metadata.generate_name!r}")
 
-    def _update_running(self, row: TrainJobRow, new: TrainJob) -> str:
-        old = TrainJob.model_validate(row.trainjob)
-        old_spec = old.spec.model_dump(exclude={"suspend"})
-        if new.spec.model_dump(exclude={"suspend"}) != old_spec:
-            raise KubetrainError(
-                f"TrainJob {row.namespace}/{row.name} is running; only spec.suspend can change "
-                f"(fix: `kubetrain delete trainjob {row.name}` first, or change only spec.suspend)"
-            )
-        row.trainjob["spec"]["suspend"] = bool(new.spec.suspend)
-        self.store.update_trainjob(row.namespace, row.name, row.trainjob)
-        return row.name
+    def submit_compiled(
+        self, trainjob: dict[str, Any], objects: list[dict[str, Any]], *, workdir: str, detach: bool, replace: bool
+    ) -> tuple[str, str]:
+        """``submit`` for a TrainJob validated and compiled before (``compile_cache``); never updates."""
+        namespaces.check_available()
+        meta = trainjob["metadata"]
+        existing = self.store.get_trainjob(meta["namespace"], meta["name"])
+        if existing is not None and not (replace and status.finished(existing.trainjob.get("status") or {})):
+            raise _exists(existing)
+        return meta["name"], self._create(trainjob, objects, workdir, detach=detach, replace=replace)
+
+    def _create(
+        self, wire: dict[str, Any], objects: list[dict[str, Any]], workdir: str, *, detach: bool, replace: bool
+    ) -> str:
+        meta = wire["metadata"]
+        _check_exec_sizes(meta["name"], objects)
+        owner = (os.getpid(), pods.proc_start_time(os.getpid()))
+        replaced = self.store.create_trainjob(
+            wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
+        )
+        if replaced is not None:
+            from kubetrain.local.housekeeping import remove_files
+
+            remove_files(replaced, keep_logs=False)
+        if detach:
+            self._spawn_supervisor(meta["namespace"], meta["name"])
+        self._retention()
+        return "replaced" if replaced is not None else "created"
+
+    def _update(self, row: TrainJobRow, new: TrainJob, *, create_only: bool) -> str:
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
+
+        if create_only:
+            raise _exists(row)
+        old_wire = TrainJob.model_validate(row.trainjob).to_wire()
+        new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
+        new_wire = new.to_wire()
+        from kubetrain.local.updates import merged, plan_update
+
+        verb = plan_update(old_wire, new_wire)
+        if verb == "unchanged":
+            return verb
+        objects = None
+        if old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches"):
+            # Allowed only around a suspension: the pods are rebuilt from the new objects when it resumes,
+            # with the runtime as it was when the TrainJob was created (its snapshot).
+            runtime = self._snapshot_runtime(row) or resolve_runtime(new, self.runtimes(new.spec.runtime_ref.name))[0]
+            result = validate_trainjob(new, runtime)
+            if not result.ok:
+                raise InvalidObjectError(result.errors)
+            assert runtime is not None
+            objects = compile_trainjob(new, runtime, keygen=ecdsa_keygen)
+        with self.store.transaction():
+            fresh = self.store.get_trainjob(row.namespace, row.name)
+            if fresh is None or fresh.uid != row.uid:
+                raise KubetrainError(f'trainjob "{row.name}" changed while it was being updated; apply it again')
+            self.store.update_trainjob(row.namespace, row.name, merged(fresh.trainjob, new_wire), objects=objects)
+        return verb
+
+    @staticmethod
+    def _snapshot_runtime(row: TrainJobRow) -> AnyRuntime | None:
+        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
+        from kubetrain.api.loader import load_text
+        from kubetrain.compiler.plugins.snapshot import DATA_KEY, snapshot_name
+
+        for o in row.objects:
+            if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == snapshot_name(row.name):
+                found = load_text((o.get("data") or {}).get(DATA_KEY, ""), "runtime snapshot").objects
+                return next((r for r in found if isinstance(r, ClusterTrainingRuntime | TrainingRuntime)), None)
+        return None
 
     def _spawn_supervisor(self, namespace: str, name: str) -> None:
-        # Registered under our own pid first: if we die before the child starts, the reaper sees a dead pid.
-        self.store.set_supervisor(namespace, name, os.getpid(), pods.proc_start_time(os.getpid()))
+        """Start the detached supervisor. The TrainJob was created with *our* pid as its owner; the child waits
+        for ``go`` on stdin, which we send only after recording its pid. If we die in between, the child exits
+        without acting and readers see the TrainJob's owner (us) gone: it is never run twice or silently lost."""
+        from kubetrain.local.supervisor import GO
+
         out: IO[bytes]
         with open(paths.supervisor_log(), "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kubetrain.local.supervisor", namespace, name],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
+        assert proc.stdin is not None
+        try:
+            self.store.set_supervisor(namespace, name, proc.pid, pods.proc_start_time(proc.pid))
+            proc.stdin.write(GO)
+            proc.stdin.close()
+        except BaseException:
+            proc.kill()
+            raise
+
+    def _retention(self) -> None:
+        from kubetrain.local import config
+
+        if not paths.config_file().exists():
+            return
+        from kubetrain.local import housekeeping
+
+        try:
+            housekeeping.apply_retention(self.store, config.load().retention)
+        except (KubetrainError, OSError):
+            pass  # housekeeping never fails a submit
 
     # Reading.
-    def list_trainjobs(self, namespace: str | None) -> list[TrainJob]:
-        return [TrainJob.model_validate(r.trainjob) for r in self.store.list_trainjobs(namespace)]
+    def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
+        from kubetrain.api import TrainJob
+
+        sel = parse_selector(selector) if selector else None
+        rows = reaper.check_all(self.store, self.store.list_trainjobs(namespace))
+        jobs = [TrainJob.model_validate(r.trainjob) for r in rows]
+        return [j for j in jobs if sel is None or sel.matches(j.metadata.labels)]
 
     def _row(self, name: str, namespace: str) -> TrainJobRow:
         row = self.store.get_trainjob(namespace, name)
         if row is None:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
-            hint = f" (TrainJobs in {namespace}: {', '.join(known)})" if known else ""
+            hint = not_found_hint(name, known, f"`kubetrain get trainjobs -n {namespace}` lists them")
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
-        return row
+        return reaper.check(self.store, row)
 
     def get_trainjob(self, name: str, namespace: str) -> TrainJob:
+        from kubetrain.api import TrainJob
+
         return TrainJob.model_validate(self._row(name, namespace).trainjob)
+
+    def get_status(self, name: str, namespace: str) -> dict[str, Any]:
+        """The TrainJob's status as stored (no model: for callers that only need state and message)."""
+        return dict(self._row(name, namespace).trainjob.get("status") or {})
 
     def restarts(self, name: str, namespace: str) -> int:
         return self._row(name, namespace).restarts
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
+        from kubetrain.api import TrainJob
+        from kubetrain.api.views import Event, StepView, TrainJobDetails
+
         row = self._row(name, namespace)
         steps = [
             StepView(
@@ -257,49 +364,151 @@ class LocalBackend:
             "Replicated jobs": [rj["name"] for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []],
             "Objects": [f"{o['kind']}/{o['metadata']['name']}" for o in row.objects],
         }
-        return TrainJobDetails(TrainJob.model_validate(row.trainjob), steps, events, extra)
-
-    def log_files(self, name: str, namespace: str, step: str | None) -> list[tuple[str, Path]]:
-        self._row(name, namespace)
         pod_rows = self.store.list_pods(namespace, name)
-        chosen = [p for p in pod_rows if step is None or p.name == step or p.name.startswith(step + "-")]
-        if step is not None and not chosen:
-            names = ", ".join(p.name for p in pod_rows) or "none started yet"
-            raise NotFoundError(f"no step {step!r} in TrainJob {name} (steps: {names})")
-        return [(step_prefix(p.name), Path(p.log)) for p in chosen]
+        return TrainJobDetails(
+            TrainJob.model_validate(row.trainjob),
+            steps,
+            events,
+            extra,
+            state=state_of(row, pod_rows),
+            failure_logs=failure_logs(pod_rows),
+        )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:
-        tailer = LogTailer(lambda: self.log_files(name, namespace, step), prefix=None)
+        yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
+
+    def log_stream(
+        self, name: str, namespace: str, options: LogOptions, *, ended: Callable[[], bool] | None = None
+    ) -> Iterator[LogItem]:
+        """Each step's log in chunks as written (see ``kubetrain.local.logstream``); ``ended`` tells a follow that
+        the supervisor (of this process) has ended, so it finishes without waiting for its next look."""
+        self._row(name, namespace)
+        stream = LocalLogStream(
+            self.store, name, namespace, options, row=lambda: self._row(name, namespace), ended=ended
+        )
+        yield from stream.items()
+
+    def state(self, name: str, namespace: str) -> StateView:
+        """The TrainJob's state with its reason, without building its model (``run``'s last line)."""
+        row = self._row(name, namespace)
+        return state_of(row, self.store.list_pods(namespace, name))
+
+    def states(self, jobs: list[TrainJob]) -> list[StateView]:
+        out = []
+        for j in jobs:
+            row = self.store.get_trainjob(j.namespace, j.name)
+            if row is not None:
+                row = reaper.check(self.store, row)
+            if row is None:
+                out.append(StateView("Deleted"))
+                continue
+            out.append(state_of(row, self.store.list_pods(j.namespace, j.name)))
+        return out
+
+    def watch_trainjobs(
+        self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
+    ) -> Iterator[WatchItem | None]:
+        """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
+        from kubetrain.api import TrainJob
+
+        sel = parse_selector(selector) if selector else None
+        seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+        first = True
         while True:
-            lines = tailer.poll()
-            yield from lines
-            if not follow:
-                break
-            if not lines:
-                row = self.store.get_trainjob(namespace, name)
-                if row is None or (
-                    status.finished(row.trainjob.get("status") or {}) and not reaper.supervisor_alive(row)
-                ):
-                    yield from tailer.poll()
-                    break
-                time.sleep(0.2)
-        yield from tailer.flush()
+            now: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+            for row in reaper.check_all(self.store, self.store.list_trainjobs(namespace)):
+                if names and row.name not in names:
+                    continue
+                tj = TrainJob.model_validate(row.trainjob)
+                if sel is not None and not sel.matches(tj.metadata.labels):
+                    continue
+                st = state_of(row, self.store.list_pods(row.namespace, row.name))
+                now[(row.namespace, row.name)] = (json.dumps(row.trainjob, sort_keys=True), st, tj)
+            changed = False
+            for key in sorted(now):
+                text, st, tj = now[key]
+                old = seen.get(key)
+                if old is None or old[:2] != (text, st):
+                    changed = True
+                    yield WatchItem("ADDED" if old is None or first else "MODIFIED", tj, st)
+            for key in sorted(set(seen) - set(now)):
+                changed = True
+                yield WatchItem("DELETED", seen[key][2], seen[key][1])
+            seen, first = now, False
+            if not changed:
+                yield None
+            time.sleep(0.25)
 
     # Deleting.
-    def delete_trainjob(self, name: str, namespace: str) -> None:
+    def delete_trainjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:
+        """Stop every process of the TrainJob (each pod gets its grace period), forget it, and remove its files
+        (its logs too unless ``keep_logs``: ``logs_dir`` says where they stay). Volumes stay."""
         row = self._row(name, namespace)
         if reaper.supervisor_alive(row) and row.supervisor_pid != os.getpid():
             assert row.supervisor_pid is not None
-            os.kill(row.supervisor_pid, signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and reaper.supervisor_alive(row):
-                time.sleep(0.05)
+            self._stop_supervisor(row)
         reaper.kill_pods(self.store, row, "stopped: TrainJob deleted")
-        self.store.delete_trainjob(namespace, name)
+        if not self.store.delete_trainjob(namespace, name, uid=row.uid):
+            raise NotFoundError(f'trainjob "{name}" was deleted or replaced meanwhile')
+        from kubetrain.local.housekeeping import remove_files
+
+        remove_files(row, keep_logs=keep_logs)
+
+    def _stop_supervisor(self, row: TrainJobRow) -> None:
+        from kubetrain.local import terminate
+
+        assert row.supervisor_pid is not None
+        grace = max(
+            [terminate.grace_of(((rj.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {})
+             for o in row.objects if o.get("kind") == "JobSet"
+             for rj in (o.get("spec") or {}).get("replicatedJobs") or []]
+            or [terminate.DEFAULT_GRACE]
+        )
+        # First SIGTERM: the supervisor stops the pods gracefully; a second one (after the grace period) forces.
+        for sig, wait in ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.kill(row.supervisor_pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not reaper.supervisor_alive(row):
+                    return
+                time.sleep(0.05)
+
+    def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
+        if kind not in RUNTIME_KINDS:
+            raise KubetrainError(f"cannot delete kind {kind!r} locally (expected TrainJob or a runtime kind)")
+        ns = "" if kind == C.KIND_CLUSTER_TRAINING_RUNTIME else namespace or "default"
+        if not self.store.delete_object(kind, ns, name):
+            from kubetrain.runtimes import builtin_yaml
+
+            if kind == C.KIND_CLUSTER_TRAINING_RUNTIME and builtin_yaml(name) is not None:
+                raise KubetrainError(
+                    f'clustertrainingruntime "{name}" is built into kubetrain and cannot be deleted '
+                    "(an applied runtime of the same name takes its place)"
+                )
+            where = f" in namespace {ns}" if ns else ""
+            known = [r.name for r in self.store_runtimes(None) if r.kind == kind]
+            hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
+            raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
     def logs_dir(self, name: str, namespace: str) -> Path:
         row = self._row(name, namespace)
         return paths.trainjob_dir(namespace, name, row.uid) / "logs"
+
+    def prune(
+        self, *, older_than: float = 0.0, namespace: str | None = None, volumes: bool = False, dry_run: bool = False
+    ) -> list[Pruned]:
+        from kubetrain.local import housekeeping
+
+        if self.store.read_only is not None and not dry_run:
+            housekeeping.free_space_first(self.store, older_than=older_than, namespace=namespace)
+            self.store.close()
+            self.store = Store()
+        return housekeeping.prune(
+            self.store, older_than=older_than, namespace=namespace, volumes=volumes, dry_run=dry_run
+        )
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         return [
@@ -309,3 +518,35 @@ class LocalBackend:
             or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME
             or (r.metadata.namespace or "default") == namespace
         ]
+
+
+def _exists(row: TrainJobRow) -> AlreadyExistsError:
+    finished = status.finished(row.trainjob.get("status") or {})
+    state = status.state_of(row.trainjob.get("status") or {}) or "Running"
+    fix = (
+        f"`kubetrain run --replace` replaces it (its logs are removed), `kubetrain delete trainjob {row.name}` "
+        "removes it, or set metadata.generateName for a new name on every run"
+        if finished
+        else f"follow it with `kubetrain logs {row.name} -f`, or `kubetrain delete trainjob {row.name}` first"
+    )
+    why = f"({state})" if finished else f"and is running (supervisor pid {row.supervisor_pid})"
+    return AlreadyExistsError(f'trainjob "{row.name}" already exists in namespace "{row.namespace}" {why}; {fix}')
+
+
+def _check_exec_sizes(name: str, objects: list[dict[str, Any]]) -> None:
+    """Refuse, before anything is recorded, a TrainJob whose processes Linux could not start (E2BIG)."""
+    for o in objects:
+        if o.get("kind") != "JobSet":
+            continue
+        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
+            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            for kind in ("initContainers", "containers"):
+                for c in pod.get(kind) or []:
+                    env = pods.base_env(c.get("image"))
+                    env.update({e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "name" in e})
+                    argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+                    where = (
+                        f"TrainJob {name}: JobSet spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec."
+                        f"{kind}[{c.get('name')}]"
+                    )
+                    pods.check_exec_size(argv, env, where)

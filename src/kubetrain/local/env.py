@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 
 _FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from kubetrain.api import constants as C
-from kubetrain.local import pods, status
+from kubetrain.local import status
 from kubetrain.local.jobstate import JobRun, PodRun
-from kubetrain.local.launch import STOP_GRACE, PodLauncher
+from kubetrain.local.launch import PodLauncher
 
 
 class FailurePolicy(PodLauncher):
@@ -27,11 +29,12 @@ class FailurePolicy(PodLauncher):
                         self._launch_stage(pod)
                         continue
                     pod.state, pod.exit_code, pod.ready = "Succeeded", 0, False
-                    self._release_gpus(pod)
+                    self._release([pod])
                     self._dirty.add(pod.plan.name)
 
     def _pod_failed(self, job: JobRun, pod: PodRun, code: int) -> None:
-        pods.stop([c.proc for c in pod.containers if c.proc is not None], STOP_GRACE)
+        # The pod's other containers go the way the kubelet stops them, with the pod's grace period.
+        self._stop_pods([pod])
         pod.exit_code, pod.ready = code, False
         job.failures += 1
         self._dirty.add(pod.plan.name)
@@ -40,7 +43,7 @@ class FailurePolicy(PodLauncher):
             pod.message = (
                 f"exit code {code}; job {job.plan.name} reached backoffLimit={job.plan.backoff_limit}"
             )
-            self._release_gpus(pod)
+            self._release([pod])
             self.event(
                 "Warning",
                 "BackoffLimitExceeded",
@@ -51,22 +54,34 @@ class FailurePolicy(PodLauncher):
             self._stop_job(job)
             return
         pod.restarts += 1
-        pod.message = f"restarted after exit code {code}"
-        self.event(
-            "Warning",
-            "BackOff",
-            f"pod {pod.plan.short} exited with code {code}; restarting it "
-            f"(restartPolicy {job.plan.restart_policy}, failure {job.failures} of backoffLimit "
-            f"{job.plan.backoff_limit})",
-        )
+        delay = pod.backoff.next_delay(time.monotonic())
         self._append_log_marker(pod, f"restart {pod.restarts} after exit code {code}")
         pod.state = "Pending"
         pod.init_left = []
+        pod.restart_at = time.monotonic() + delay
+        when = f"back-off {delay:g}s restarting failed container" if delay else "restarting it now"
+        pod.message = f"exit code {code}; {when}"
+        self.event(
+            "Warning",
+            "BackOff",
+            f"pod {pod.plan.short} exited with code {code}; {when} (restartPolicy {job.plan.restart_policy}, "
+            f"failure {job.failures} of backoffLimit {job.plan.backoff_limit})",
+        )
+        if not delay:
+            self._restart_pod(job, pod)
+
+    def _restart_pod(self, job: JobRun, pod: PodRun) -> None:
+        pod.restart_at = None
         self._start_pod(job, pod)
 
-    def _append_log_marker(self, pod: PodRun, text: str) -> None:
-        with open(self.log_path(pod.plan), "ab") as f:
-            f.write(f"--- kubetrain: {pod.plan.short}: {text} ---\n".encode())
+    def _restart_due_pods(self) -> None:
+        now = time.monotonic()
+        for job in self.jobs:
+            if job.state != "Active":
+                continue
+            for pod in job.pods:
+                if pod.state == "Pending" and pod.restart_at is not None and now >= pod.restart_at:
+                    self._restart_pod(job, pod)
 
     def _evaluate(self) -> None:
         for job in self.jobs:
@@ -116,7 +131,7 @@ class FailurePolicy(PodLauncher):
         self.event("Warning", reason, message)
 
     def _restart_jobset(self, *, count: bool) -> None:
-        self._stop_all()
+        self._stop_all("stopped: the JobSet restarts")
         if count:
             self.restarts += 1
             self.store.set_restarts(self.namespace, self.name, self.restarts)

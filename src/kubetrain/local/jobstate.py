@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubetrain.api import KubetrainError
 from kubetrain.api import constants as C
-from kubetrain.local import gang, namespaces, paths, pods
+from kubetrain.api.errors import KubetrainError
+from kubetrain.local import config, paths, pods
+from kubetrain.local.backoff import CrashLoopBackOff
 from kubetrain.local.env import ObjectIndex
+from kubetrain.local.netns import NetworkNamespace, Outbound
 from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, find_jobset
-from kubetrain.local.store import PodRow, Store
+from kubetrain.local.resources import Capacity, find_podgroup, pod_requests
+from kubetrain.local.scheduler import Owner, Scheduler
+from kubetrain.local.store import PodRow, Store, StoreError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # Events are logged under the supervisor's name: they are its events.
 log = logging.getLogger("kubetrain.local.supervisor")
@@ -38,6 +45,9 @@ class PodRun:
     message: str | None = None
     gpus: list[int] | None = None
     ready: bool = False
+    admitted: bool = False  # holds its resources in the local scheduler
+    restart_at: float | None = None  # in restart back-off until then (time.monotonic())
+    backoff: CrashLoopBackOff = field(default_factory=CrashLoopBackOff)
 
     @property
     def pid(self) -> int | None:
@@ -72,40 +82,59 @@ class JobState:
         self.trainjob: dict[str, Any] = row.trainjob
         self.status: dict[str, Any] = copy.deepcopy(self.trainjob.get("status") or {})
         self.dir = paths.trainjob_dir(namespace, name, row.uid)
-        self.plan: Plan = build_plan(find_jobset(row.objects))
-        self.netns = namespaces.netns_name(namespace, name, row.uid)
         self.restarts = row.restarts
         self.jobs: list[JobRun] = []
         self._terminate: str | None = None
+        self._force = False
         self._dirty: set[str] = set()
-        self._prober: ThreadPoolExecutor | None = None
+        self.netns: NetworkNamespace | None = None
+        self._outbound: Outbound | None = None
+        self._exec_probes: ThreadPoolExecutor | None = None
         self._probes: dict[tuple[str, str], Future[bool]] = {}
-        self._gpu_free: list[int] = list(range(gang.gpu_count()))
         self._started_at = time.time()
-        self._admitted = False
-        self._gang_wait_since: float | None = None
         self._last_reload = 0.0
-        self._outbound: namespaces.Outbound | None = None
         self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}  # pod -> (scratch dir, volume dirs)
-        applied = [
-            o
-            for o in store.list_objects(("ConfigMap", "Secret"))
-            if (o.get("metadata") or {}).get("namespace", "default") == namespace
-        ]
-        self.index = ObjectIndex(applied + row.objects)
+        settings = config.load()
+        self.capacity = Capacity.of_machine(settings.capacity, str(paths.home()))
+        self.scheduler = Scheduler(store, self.capacity, Owner(namespace, name, row.uid))
+        self._gang_admitted = False
+        self._next_admission = 0.0
+        self._queued: tuple[str, str] | None = None  # (reason, message) while pods wait for resources
+        self.exec_failure: int | None = None  # 127/126 when a container's command could not be executed
+        self._events: list[tuple[str, str, str]] = []
+        self._store_error: str | None = None
         self.ctx = pods.PodContext(
             namespace=namespace,
             uid=row.uid,
-            netns=self.netns,
+            enter=[],  # set once the network namespace exists
+            rootless=os.geteuid() != 0,
             hosts_file=str(self.dir / "hosts"),
             workdir=row.workdir,
-            index=self.index,
-            mpi=self._is_mpi(row.objects),
-            rsh_port=self._rsh_port(),
+            index=ObjectIndex([]),
+            mpi=False,
+            rsh_port=2222,
         )
+        self._load_objects(row.objects)
+        self._latest_objects = row.objects  # as last read from the store (they change only while suspended)
         self._reset_jobs()
 
     # Setup.
+    def _load_objects(self, objects: list[dict[str, Any]]) -> None:
+        """The compiled objects this supervisor runs (again after a resume, when runtimePatches changed)."""
+        self.objects = objects
+        self.plan: Plan = build_plan(find_jobset(objects))
+        self.podgroup = find_podgroup(objects)
+        self.requests = {p.short: pod_requests(p.spec) for p in self.plan.pods()}
+        applied = [
+            o
+            for o in self.store.list_objects(("ConfigMap", "Secret"))
+            if (o.get("metadata") or {}).get("namespace", "default") == self.namespace
+        ]
+        self.index = ObjectIndex(applied + objects)
+        self.ctx.index = self.index
+        self.ctx.mpi = self._is_mpi(objects)
+        self.ctx.rsh_port = self._rsh_port()
+
     @staticmethod
     def _is_mpi(objects: list[dict[str, Any]]) -> bool:
         return any(
@@ -120,15 +149,31 @@ class JobState:
                     return int(tcp["port"])
         return 2222
 
+    @staticmethod
+    def _close_pidfds_of(containers: list[pods.Container]) -> None:
+        for c in containers:
+            if c.pidfd is not None:
+                os.close(c.pidfd)
+                c.pidfd = None
+
     def _reset_jobs(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                self._close_pidfds_of(p.containers)
         self.jobs = [JobRun(plan=j, pods=[PodRun(plan=p) for p in j.pods]) for j in self.plan.jobs()]
         for j in self.jobs:
             for p in j.pods:
                 self._dirty.add(p.plan.name)
 
     def terminate(self, reason: str) -> None:
-        """Ask the loop to stop every process and record the TrainJob as Failed (safe from signal handlers)."""
+        """Ask the loop to stop every process (each pod gets its grace period) and record the TrainJob as Failed;
+        asking again cuts the grace periods short. Safe from signal handlers."""
+        if self._terminate is not None:
+            self._force = True
         self._terminate = reason
+
+    def forced(self) -> bool:
+        return self._force
 
     # Events and persistence.
     def event(self, type_: str, reason: str, message: str) -> None:
@@ -140,15 +185,37 @@ class JobState:
             reason,
             message,
         )
-        self.store.add_event(self.namespace, self.name, type_, reason, message)
+        self._events.append((type_, reason, message))
+        self._flush_events()
+
+    def _flush_events(self) -> None:
+        # Kept in memory while the store cannot be written (disk full), and written once it can again.
+        while self._events:
+            try:
+                self.store.add_event(self.namespace, self.name, *self._events[0])
+            except StoreError as exc:
+                self._store_trouble(exc)
+                return
+            self._events.pop(0)
+
+    def _store_trouble(self, exc: StoreError) -> None:
+        if self._store_error != str(exc):
+            self._store_error = str(exc)
+            log.warning(
+                "store write failed trainjob=%s/%s (pods keep running; retrying) error=%r",
+                self.namespace,
+                self.name,
+                str(exc),
+            )
 
     def _persist_pods(self) -> None:
+        rows = []
         for j in self.jobs:
             for p in j.pods:
                 if p.plan.name not in self._dirty:
                     continue
                 pid = p.pid
-                self.store.put_pod(
+                rows.append(
                     PodRow(
                         namespace=self.namespace,
                         trainjob=self.name,
@@ -163,13 +230,23 @@ class JobState:
                         log=str(self.log_path(p.plan)),
                     )
                 )
+        try:
+            self.store.put_pods(rows)
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return
         self._dirty.clear()
 
     def _persist_status(self) -> None:
         self._update_jobs_status()
         if self.status != (self.trainjob.get("status") or {}):
+            try:
+                self.store.set_status(self.namespace, self.name, self.row.uid, copy.deepcopy(self.status))
+            except StoreError as exc:
+                self._store_trouble(exc)
+                return
             self.trainjob["status"] = copy.deepcopy(self.status)
-            self.store.update_trainjob(self.namespace, self.name, self.trainjob)
+        self._flush_events()
 
     def log_path(self, pod: PodPlan) -> Path:
         return self.dir / "logs" / f"{pod.short}.log"

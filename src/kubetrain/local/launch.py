@@ -1,27 +1,139 @@
-"""Starting and stopping a TrainJob's pods: GPUs, scratch and volume directories, init containers, stop grace."""
+"""Starting and stopping a TrainJob's pods: admission by the local scheduler, GPUs, scratch and volume
+directories, init containers, and the kubelet's graceful stop."""
 
 from __future__ import annotations
 
-from kubetrain.local import gang, paths, pods
+import time
+
+from kubetrain.local import paths, pods, status, terminate
 from kubetrain.local.jobstate import JobRun, JobState, PodRun
+from kubetrain.local.resources import never_fits
+from kubetrain.local.scheduler import Decision
+from kubetrain.local.store import StoreError
 from kubetrain.local.volumes import claim_template_names, pod_volumes
 
-STOP_GRACE = 5.0
+ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
+COND_QUEUED = status.COND_QUEUED
 
 
 class PodLauncher(JobState):
-    """Starts pods (container stage by stage) and stops them, handing GPUs out and back."""
+    """Starts pods (container stage by stage) once the scheduler admits them, and stops them."""
 
+    # Admission.
+    def _unschedulable(self, what: str, missing: list[str]) -> None:
+        msg = f"{what} can never fit on this machine: {'; '.join(missing)}"
+        status.fail(self.status, status.REASON_UNSCHEDULABLE, msg)
+        self.event("Warning", status.REASON_UNSCHEDULABLE, msg)
+
+    def _set_queued(self, reason: str, message: str) -> None:
+        if self._queued != (reason, message):
+            if self._queued is None or self._queued[0] != reason:
+                self.event("Normal", "Queued", message)
+            self._queued = (reason, message)
+        if not any(p.state == "Running" for j in self.jobs for p in j.pods):
+            status.set_condition(self.status, COND_QUEUED, "True", reason, message)
+
+    def _clear_queued(self, what: str) -> None:
+        if self._queued is not None:
+            self._queued = None
+            self.event("Normal", "Scheduled", f"{what} admitted by the local scheduler")
+        conds = self.status.get("conditions") or []
+        if any(c["type"] == COND_QUEUED for c in conds):
+            # Locally only: the STATE column is the last condition's type, and a waiting job is no longer waiting.
+            self.status["conditions"] = [c for c in conds if c["type"] != COND_QUEUED]
+
+    def _decide(self, key: str, requests: dict[str, dict[str, float]]) -> Decision:
+        try:
+            return self.scheduler.admit(key, requests)
+        except StoreError as exc:
+            self._store_trouble(exc)
+            return Decision(False, reason="StoreUnavailable", message=f"the local scheduler cannot decide: {exc}")
+
+    def _admit_gang(self) -> bool:
+        """With a PodGroup, every pod of the TrainJob is admitted at once or none is."""
+        if self.podgroup is None or self._gang_admitted:
+            return True
+        total: dict[str, float] = {}
+        for req in self.requests.values():
+            for k, v in req.items():
+                total[k] = total.get(k, 0.0) + v
+        name = f"pod group {self.podgroup['metadata']['name']}"
+        missing = never_fits(total, self.capacity)
+        if missing:
+            self._unschedulable(name, missing)
+            return False
+        if time.monotonic() < self._next_admission:
+            return False
+        decision = self._decide("gang", self.requests)
+        if not decision.admitted:
+            self._next_admission = time.monotonic() + ADMISSION_RETRY
+            self._set_queued(decision.reason, decision.message)
+            return False
+        self._gang_admitted = True
+        for j in self.jobs:
+            for p in j.pods:
+                p.admitted = True
+                p.gpus = decision.devices.get(p.plan.short) if self.capacity.gpus else None
+        self._clear_queued(name)
+        return True
+
+    def _admit_pod(self, pod: PodRun) -> bool:
+        if pod.admitted:
+            return True
+        req = self.requests[pod.plan.short]
+        if not req:
+            pod.admitted = True  # requests nothing: nothing to account (it never sees a GPU)
+            pod.gpus = [] if self.capacity.gpus else None
+            return True
+        missing = never_fits(req, self.capacity)
+        if missing:
+            self._unschedulable(f"pod {pod.plan.short}", missing)
+            return False
+        if time.monotonic() < self._next_admission:
+            return False
+        decision = self._decide(pod.plan.short, {pod.plan.short: req})
+        if not decision.admitted:
+            self._next_admission = time.monotonic() + ADMISSION_RETRY
+            if pod.message != decision.message:
+                pod.message = decision.message
+                self._dirty.add(pod.plan.name)
+            self._set_queued(decision.reason, decision.message)
+            return False
+        pod.admitted = True
+        pod.gpus = decision.devices.get(pod.plan.short, []) if self.capacity.gpus else None
+        pod.message = None
+        self._clear_queued(f"pod {pod.plan.short}")
+        return True
+
+    def _release(self, pods_: list[PodRun]) -> None:
+        """Give back what finished pods held (a pod restarting in place keeps its resources)."""
+        held = [p for p in pods_ if p.admitted and self.requests[p.plan.short]]
+        for p in pods_:
+            p.admitted = False
+            p.gpus = None
+        if held:
+            # Gang members too: a finished initializer's CPUs are free again, like a finished pod's on a node.
+            try:
+                self.scheduler.release([p.plan.short for p in held])
+            except StoreError as exc:
+                self._store_trouble(exc)  # the books are corrected when this supervisor ends
+
+    def _release_all(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                p.admitted, p.gpus = False, None
+        self._gang_admitted = False
+        try:
+            self.scheduler.release_all()
+        except StoreError as exc:
+            self._store_trouble(exc)
+
+    # Starting.
     def _start_pod(self, job: JobRun, pod: PodRun) -> None:
+        if not self._admit_pod(pod):
+            return
         spec = pod.plan.spec
         where = f"JobSet {self.plan.name} spec.replicatedJobs[{pod.plan.rjob}].template.spec.template.spec"
-        want = int(gang.pod_requests(spec).get(gang.GPU, 0))
-        if want and pod.gpus is None:
-            if len(self._gpu_free) < want:
-                return  # stays Pending until GPUs are released
-            pod.gpus, self._gpu_free = self._gpu_free[:want], self._gpu_free[want:]
-        elif not want and gang.gpu_count() > 0:
-            pod.gpus = []
         pod_dir = self.dir / "pods" / pod.plan.short / f"attempt-{self.restarts}"
         pod_dir.mkdir(parents=True, exist_ok=True)
         volumes = pod_volumes(
@@ -33,11 +145,38 @@ class PodLauncher(JobState):
             where=where,
         )
         pod.init_left = list(spec.get("initContainers") or [])
-        pod.state, pod.ready, pod.exit_code, pod.message = "Running", False, None, None
+        pod.state, pod.ready, pod.exit_code, pod.message, pod.restart_at = "Running", False, None, None, None
         self._dirty.add(pod.plan.name)
         self._pod_dirs[pod.plan.name] = (pod_dir, volumes)
-        self._launch_stage(pod)
+        try:
+            self._launch_stage(pod)
+        except pods.ExecError as exc:
+            self._exec_failed(job, pod, exc)
+            return
         self.event("Normal", "Started", f"pod {pod.plan.short} started (pid {pod.pid})")
+
+    def _exec_failed(self, job: JobRun, pod: PodRun, exc: pods.ExecError) -> None:
+        # Retrying cannot help (the same command in the same environment), so the Job fails now instead of
+        # crash-looping through its backoffLimit; the exit code is the shell's (127 not found, 126 not executable).
+        terminate.stop([(c.proc, 0.0) for c in pod.containers if c.proc is not None])
+        pod.state, pod.ready, pod.exit_code = "Failed", False, exc.code
+        pod.message = f"StartError: {exc}"
+        self._dirty.add(pod.plan.name)
+        self._append_log_marker(pod, str(exc))
+        self.event("Warning", "Failed", f"pod {pod.plan.short}: {exc}")
+        self._release([pod])
+        job.state = "Failed"
+        self._stop_job(job)
+        self.exec_failure = exc.code
+
+    def _append_log_marker(self, pod: PodRun, text: str) -> None:
+        try:
+            log = self.log_path(pod.plan)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as f:
+                f.write(f"--- kubetrain: {pod.plan.short}: {text} ---\n".encode())
+        except OSError:
+            pass  # a full disk must not stop the supervisor; the event carries the same text
 
     def _launch_stage(self, pod: PodRun) -> None:
         _, volumes = self._pod_dirs[pod.plan.name]
@@ -49,58 +188,66 @@ class PodLauncher(JobState):
         else:
             specs, pod.in_init = list(spec.get("containers") or []), False
             kind = "containers"
+        self._close_pidfds_of(pod.containers)
         pod.containers = []
         for i, c in enumerate(specs):
             where = f"{base}.{kind}[{c.get('name', i)}]"
             cont = pods.prepare_container(
                 pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where, gpus=pod.gpus
             )
+            pod.containers.append(cont)
             pods.start_container(
                 pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan), where=where
             )
-            pod.containers.append(cont)
 
-    def _release_gpus(self, pod: PodRun) -> None:
-        if pod.gpus:
-            self._gpu_free = sorted(self._gpu_free + pod.gpus)
-        pod.gpus = None
+    # Stopping.
+    def _stop_pods(self, pods_: list[PodRun]) -> None:
+        """SIGTERM, the pod's terminationGracePeriodSeconds, SIGKILL: all pods at once."""
+        terminate.stop(
+            [
+                (c.proc, terminate.grace_of(p.plan.spec))
+                for p in pods_
+                for c in p.containers
+                if c.proc is not None
+            ],
+            force=self.forced,
+        )
 
     def _stop_job(self, job: JobRun) -> None:
-        procs = [c.proc for p in job.pods for c in p.containers if c.proc is not None]
-        pods.stop(procs, STOP_GRACE)
+        self._stop_pods(job.pods)
         for p in job.pods:
             if p.state == "Running":
-                p.state, p.ready = "Failed", False
-                p.message = p.message or "stopped: its job finished or failed"
-                p.exit_code = (
-                    p.containers[0].proc.returncode if p.containers and p.containers[0].proc else None
-                )
-                self._dirty.add(p.plan.name)
-            self._release_gpus(p)
+                p.message = "stopped: its job failed"
+                if p.containers and p.containers[0].proc is not None:
+                    p.exit_code = p.containers[0].proc.returncode
+            elif p.state == "Pending" and p.restart_at is not None:
+                p.message = f"{p.message}; not restarted: its job failed"
+            else:
+                continue
+            p.state, p.ready, p.restart_at = "Failed", False, None
+            self._dirty.add(p.plan.name)
+        self._release(job.pods)
 
-    def _stop_all(self) -> None:
-        procs = [c.proc for j in self.jobs for p in j.pods for c in p.containers if c.proc is not None]
-        pods.stop(procs, STOP_GRACE)
-        for j in self.jobs:
-            for p in j.pods:
-                if p.state == "Running":
-                    p.state, p.ready = "Failed", False
-                    p.message = p.message or "stopped by kubetrain"
-                    if p.containers and p.containers[0].proc is not None:
-                        p.exit_code = p.containers[0].proc.returncode
-                    self._dirty.add(p.plan.name)
-                self._release_gpus(p)
+    def _stop_all(self, message: str = "stopped by kubetrain") -> None:
+        all_pods = [p for j in self.jobs for p in j.pods]
+        self._stop_pods(all_pods)
+        for p in all_pods:
+            if p.state == "Running":
+                p.state, p.ready = "Failed", False
+                p.message = p.message or message
+                if p.containers and p.containers[0].proc is not None:
+                    p.exit_code = p.containers[0].proc.returncode
+                self._dirty.add(p.plan.name)
+            p.restart_at = None
+        self._release_all()
 
     def _stop_all_running_as_succeeded(self) -> None:
         # Pods still running when the success policy is met (e.g. MPI nodes) are stopped, not failed.
-        procs = [c.proc for j in self.jobs for p in j.pods for c in p.containers if c.proc is not None]
-        pods.stop(procs, STOP_GRACE)
-        for j in self.jobs:
-            for p in j.pods:
-                if p.state == "Running":
-                    p.state, p.ready, p.message = (
-                        "Succeeded",
-                        False,
-                        "stopped: the JobSet success policy was met",
-                    )
-                    self._dirty.add(p.plan.name)
+        all_pods = [p for j in self.jobs for p in j.pods]
+        self._stop_pods(all_pods)
+        for p in all_pods:
+            if p.state == "Running":
+                p.state, p.ready, p.message = "Succeeded", False, "stopped: the JobSet success policy was met"
+                self._dirty.add(p.plan.name)
+        self._release_all()
+

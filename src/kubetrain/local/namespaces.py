@@ -9,69 +9,74 @@ directory is ever created on the host.
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import os
-import select
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubetrain.api import KubetrainError
-
-NETNS_DIR = Path("/run/netns")
-_CLONE_NEWNET = 0x40000000
+from kubetrain.api.errors import KubetrainError
 
 
 class NamespaceError(KubetrainError):
     pass
 
 
+def which(program: str) -> str | None:
+    """``shutil.which`` without importing shutil (and its compression modules) on every command's start."""
+    for d in os.get_exec_path():
+        path = os.path.join(d, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def userns_help() -> str:
+    """One paragraph: why pods cannot get their namespaces as this user, the setting to blame and the fix."""
+    if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        cause = "the sysctl kernel.unprivileged_userns_clone is 0"
+        fix = "`sudo sysctl -w kernel.unprivileged_userns_clone=1` (persist it in /etc/sysctl.d/)"
+    elif _read("/proc/sys/user/max_user_namespaces") == "0":
+        cause = "the sysctl user.max_user_namespaces is 0"
+        fix = "`sudo sysctl -w user.max_user_namespaces=15000` (persist it in /etc/sysctl.d/)"
+    elif _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        cause = (
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, "
+            "Ubuntu 23.10 and later)"
+        )
+        fix = (
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile allowing "
+            "`userns` for this Python"
+        )
+    else:
+        cause = "creating a user namespace was refused (for example inside a container started without them)"
+        fix = "allow user namespaces where this runs (e.g. a container's seccomp/AppArmor profile)"
+    return (
+        f"Without root, kubetrain gives each TrainJob's pods their own user, mount, PID and network namespaces "
+        f"(bubblewrap), and {cause}. Fix: {fix}; or run kubetrain as root; or use a Kubernetes cluster "
+        "(--kubeconfig). Pods are never run without isolation."
+    )
+
+
 def check_available() -> None:
     """Fail with a fix instead of running pods without isolation (which would write into the host's paths)."""
-    missing = [t for t in ("bwrap", "ip", "nsenter") if shutil.which(t) is None]
+    missing = [t for t in ("bwrap", "nsenter") if which(t) is None]
     if missing:
         raise NamespaceError(
             f"the local backend needs {', '.join(missing)} to give pods their own mount and network namespaces "
-            "(install with `make system-deps`, i.e. `apt-get install -y bubblewrap iproute2 util-linux`)"
+            "(install with `make system-deps`, i.e. `apt-get install -y bubblewrap util-linux`)"
         )
-    if os.geteuid() != 0:
-        raise NamespaceError(
-            "the local backend needs root (CAP_SYS_ADMIN) to create a network namespace per TrainJob; "
-            "run kubetrain as root, or use a Kubernetes cluster (--kubeconfig)"
-        )
-
-
-def netns_name(namespace: str, name: str, uid: str) -> str:
-    digest = hashlib.sha256(f"{namespace}/{name}/{uid}".encode()).hexdigest()[:12]
-    return f"kubetrain-{digest}"
-
-
-def create_netns(ns: str) -> None:
-    if (NETNS_DIR / ns).exists():
-        delete_netns(ns)
-    for argv in (["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "lo", "up"]):
-        r = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            raise NamespaceError(
-                f"could not create network namespace {ns}: `{' '.join(argv)}`: {r.stderr.strip()}"
-            )
-
-
-def delete_netns(ns: str) -> None:
-    subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
-
-
-def enter_netns_thread(ns: str) -> None:
-    """Move the calling thread (only) into ``ns``: readiness probes connect from inside the TrainJob network."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
-    try:
-        if libc.setns(fd, _CLONE_NEWNET) != 0:
-            raise NamespaceError(f"setns({ns}) failed: {os.strerror(ctypes.get_errno())}")
-    finally:
-        os.close(fd)
+    if os.geteuid() != 0 and (
+        _read("/proc/sys/kernel/unprivileged_userns_clone") == "0"
+        or _read("/proc/sys/user/max_user_namespaces") == "0"
+    ):
+        raise NamespaceError(userns_help())
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,7 @@ def _emit_dir(d: str, shadow: set[str], skip: set[str], out: list[str]) -> None:
 
 def bwrap_argv(
     *,
-    netns: str,
+    enter: list[str],
     hostname: str,
     binds: list[Bind],
     hosts_file: str,
@@ -131,7 +136,7 @@ def bwrap_argv(
     command: list[str],
     resolv_conf: str | None = None,
 ) -> list[str]:
-    argv = ["nsenter", f"--net={NETNS_DIR / netns}", "--", "bwrap"]
+    argv = [*enter, "bwrap"]
     files = [Bind(hosts_file, "/etc/hosts", True)]
     if resolv_conf is not None:
         files.append(Bind(resolv_conf, "/etc/resolv.conf", True))
@@ -157,61 +162,3 @@ def bwrap_argv(
         "--",
     ]
     return argv + command
-
-
-# slirp4netns's fixed addresses: the gateway NATs to the host's network, 10.0.2.3 forwards DNS.
-SLIRP_DNS = "10.0.2.3"
-
-
-@dataclass
-class Outbound:
-    """User-mode NAT from a TrainJob's network namespace to the host's network (internet for initializers)."""
-
-    proc: subprocess.Popen[bytes]
-    exit_w: int
-
-    def stop(self) -> None:
-        os.close(self.exit_w)  # slirp4netns exits when this pipe closes, also if the supervisor is killed
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def start_outbound(ns: str, timeout: float = 10.0) -> Outbound | None:
-    """Attach slirp4netns to ``ns``; ``None`` when it is not installed (pods then only reach each other)."""
-    exe = shutil.which("slirp4netns")
-    if exe is None:
-        return None
-    ready_r, ready_w = os.pipe()
-    exit_r, exit_w = os.pipe()
-    os.set_inheritable(exit_w, False)
-    argv = [
-        exe,
-        "--configure",
-        "--mtu=65520",
-        "--disable-host-loopback",
-        "--netns-type=path",
-        f"--ready-fd={ready_w}",
-        f"--exit-fd={exit_r}",
-        str(NETNS_DIR / ns),
-        "tap0",
-    ]
-    proc = subprocess.Popen(
-        argv,
-        pass_fds=(ready_w, exit_r),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    os.close(ready_w)
-    os.close(exit_r)
-    ready, _, _ = select.select([ready_r], [], [], timeout)
-    ok = bool(ready) and os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    if not ok:
-        os.close(exit_w)
-        proc.kill()
-        err = proc.communicate(timeout=5)[1].decode(errors="replace").strip()
-        raise NamespaceError(f"slirp4netns could not give {ns} outbound network: {err or 'timed out'}")
-    return Outbound(proc, exit_w)

@@ -5,10 +5,40 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kubetrain.api.errors import KubetrainError
+
+_checked: set[Path] = set()
+
+
+class HomeError(KubetrainError):
+    pass
+
 
 def home() -> Path:
+    """The state directory, created on first use. Raises ``HomeError`` (with the fix) when it cannot be used by
+    this user, before anything is written."""
     root = Path(os.environ.get("KUBETRAIN_HOME") or Path.home() / ".kubetrain").expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    if root in _checked:
+        return root
+    where = "KUBETRAIN_HOME" if os.environ.get("KUBETRAIN_HOME") else "the default KUBETRAIN_HOME"
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise HomeError(
+            f"{where} {root} cannot be created: {exc.strerror}. Fix: set KUBETRAIN_HOME to a directory you can "
+            "write, e.g. `export KUBETRAIN_HOME=$HOME/.kubetrain`"
+        ) from None
+    if not root.is_dir():
+        raise HomeError(f"{where} {root} is not a directory. Fix: set KUBETRAIN_HOME to a directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        st = root.stat()
+        owner = "root" if st.st_uid == 0 else f"uid {st.st_uid}"
+        raise HomeError(
+            f"{where} {root} is owned by {owner} and not writable by you (uid {os.geteuid()}); it was probably "
+            f"created by running kubetrain with sudo. Fix: `sudo chown -R {os.geteuid()}:{os.getegid()} {root}`, "
+            "or set KUBETRAIN_HOME to a directory you own"
+        )
+    _checked.add(root)
     return root
 
 
@@ -29,3 +59,7 @@ def claims_dir(namespace: str, name: str) -> Path:
 
 def supervisor_log() -> Path:
     return home() / "supervisor.log"
+
+
+def config_file() -> Path:
+    return home() / "config.yaml"

@@ -11,8 +11,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.api import KubetrainError
 from kubetrain.api.constants import ANNOTATION_COMPLETION_INDEX, LABEL_JOBSET_NAME
+from kubetrain.api.errors import KubetrainError
 
 LABEL_RJOB: str = "jobset.sigs.k8s.io/replicatedjob-name"
 LABEL_JOB_INDEX: str = "jobset.sigs.k8s.io/job-index"

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
-import http.client
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kubetrain.api import KubetrainError
-from kubetrain.local import paths, rsh
+from kubetrain.api.errors import KubetrainError
+from kubetrain.local import paths
 from kubetrain.local.env import ObjectIndex, command_line, container_env
-from kubetrain.local.namespaces import bwrap_argv
+from kubetrain.local.namespaces import Bind, bwrap_argv
 from kubetrain.local.plan import PodPlan
 from kubetrain.local.volumes import container_binds
 
@@ -65,18 +60,13 @@ def alive(pid: int | None, start: str | None) -> bool:
     return fields[0] not in ("Z", "X") and fields[19] == start
 
 
-def kill_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def image_env_prefix(image: str | None) -> str:
     """The Python environment standing in for ``image``: ``$KUBETRAIN_HOME/images.yaml`` maps image globs to
     environment prefixes (``"pytorch/pytorch:*": /opt/venvs/torch``); the default is the current environment."""
     mapping_file = paths.home() / "images.yaml"
     if image and mapping_file.exists():
+        import yaml
+
         mapping = yaml.safe_load(mapping_file.read_text()) or {}
         if not isinstance(mapping, dict):
             raise PodError(f"{mapping_file}: expected a mapping of image pattern to environment directory")
@@ -107,13 +97,84 @@ def rsh_agent() -> str:
     return str(path)
 
 
+# MPI implementations run by Hydra, recognised by the hostfile variable the compiler gives their launcher.
+HYDRA_HOSTFILE_ENV = {"I_MPI_HYDRA_HOST_FILE": "Intel", "HYDRA_HOST_FILE": "MPICH"}
+_GENERIC_LAUNCHERS = ("mpirun", "mpiexec")
+
+
+def mpi_implementation(env: dict[str, str]) -> str | None:
+    """``Intel`` or ``MPICH`` for a launcher container of such a runtime; None otherwise (OpenMPI)."""
+    return next((impl for var, impl in HYDRA_HOSTFILE_ENV.items() if var in env), None)
+
+
+def _intel_dir(path: str) -> bool:
+    low = os.path.realpath(path).lower()
+    return "/intel" in low or "oneapi" in low
+
+
+def hydra_launcher(impl: str, search_path: str, i_mpi_root: str | None = None) -> str:
+    """The implementation's own ``mpiexec``: never another MPI's, whose ranks would ignore the hostfile and all
+    start on the launcher. Raises ``PodError`` naming what is missing."""
+    import shutil
+
+    if impl == "Intel":
+        candidates = [os.path.join(i_mpi_root, "bin", "mpiexec.hydra")] if i_mpi_root else []
+        found = shutil.which("mpiexec.hydra", path=search_path)
+        if found and _intel_dir(found):
+            candidates.append(found)
+        wanted, install = "Intel MPI's mpiexec.hydra", "install Intel MPI (oneAPI) and set I_MPI_ROOT"
+    else:
+        candidates = [x for x in (shutil.which(n, path=search_path) for n in ("mpiexec.mpich", "mpirun.mpich")) if x]
+        found = shutil.which("mpiexec.hydra", path=search_path)
+        if found and not _intel_dir(found):
+            candidates.append(found)
+        wanted, install = "MPICH's mpiexec.hydra (mpiexec.mpich)", "install the Debian package mpich"
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    other = shutil.which("mpirun", path=search_path)
+    seen = f"; the mpirun here is {os.path.realpath(other)}, another MPI whose ranks would ignore the hostfile" if (
+        other) else ""
+    raise PodError(
+        f"mpiImplementation {impl}: its launcher, {wanted}, is not installed on this machine{seen}. kubetrain does "
+        f"not fall back to another MPI (fix: {install}, or use mpiImplementation: OpenMPI)"
+    )
+
+
+def hydra_shim(impl: str, launcher: str) -> str:
+    """A directory whose ``mpirun``/``mpiexec`` start ``launcher``, put first on the launcher pod's PATH so the
+    runtime's ``mpirun ...`` (even inside ``sh -c``) starts the right MPI. Scripts that exec it, not symlinks:
+    Hydra finds its proxy next to the path it was started as."""
+    shim = paths.home() / "bin" / f"mpi-{impl.lower()}"
+    shim.mkdir(parents=True, exist_ok=True)
+    text = f'#!/bin/sh\nexec {shlex.quote(launcher)} "$@"\n'
+    for name in _GENERIC_LAUNCHERS:
+        script = shim / name
+        if not script.exists() or script.read_text() != text:
+            tmp = shim / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(script)
+    return str(shim)
+
+
+def hydra_env(impl: str, launcher: str) -> dict[str, str]:
+    """Environment that makes Hydra reach the other pods through the local rsh stand-in instead of ssh."""
+    agent = rsh_agent()
+    if impl == "Intel":
+        return {"I_MPI_HYDRA_BOOTSTRAP": "rsh", "I_MPI_HYDRA_BOOTSTRAP_EXEC": agent}
+    return {"HYDRA_LAUNCHER": "rsh", "HYDRA_LAUNCHER_EXEC": agent}
+
+
 @dataclass
 class Container:
     name: str
     spec: dict[str, Any]
     argv: list[str]
     env: dict[str, str]
+    program: str = ""  # the container's own command[0] (before any local wrapping), checked before the start
     proc: subprocess.Popen[bytes] | None = None
+    pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
     next_probe: float = 0.0
     failures: int = 0
@@ -125,7 +186,8 @@ class PodContext:
 
     namespace: str
     uid: str
-    netns: str
+    enter: list[str]  # runs a command inside the TrainJob's network namespace (``NetworkNamespace.enter_argv``)
+    rootless: bool
     hosts_file: str
     workdir: str
     index: ObjectIndex
@@ -155,7 +217,10 @@ def prepare_container(
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     argv = command_line(c, env)
+    program = argv[0] if argv else ""
     if ctx.mpi:
+        from kubetrain.local import rsh
+
         env.update(
             {
                 "OMPI_MCA_plm_rsh_agent": rsh_agent(),
@@ -168,6 +233,12 @@ def prepare_container(
         )
         if os.geteuid() == 0:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        impl = mpi_implementation(env)
+        if impl is not None:
+            launcher = hydra_launcher(impl, env.get("PATH", ""), env.get("I_MPI_ROOT") or os.environ.get("I_MPI_ROOT"))
+            env.update(hydra_env(impl, launcher))
+            # `mpirun`/`mpiexec` (also inside `sh -c`) now start the implementation's own launcher.
+            env["PATH"] = f"{hydra_shim(impl, launcher)}:{env.get('PATH', '')}"
         serve = [sys.executable, "-m", "kubetrain.local.rsh", "serve"]
         if _is_sshd(argv):
             # The runtime's sshd is replaced by the local transport, which also answers the tcp readiness probe.
@@ -179,7 +250,7 @@ def prepare_container(
             f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
             "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
         )
-    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env)
+    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env, program=program)
 
 
 def start_container(
@@ -192,12 +263,16 @@ def start_container(
     where: str,
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
+    chdir = container.spec.get("workingDir") or ctx.workdir
+    if container.program and not _is_sshd([container.program]):
+        check_program(container.program, container.env.get("PATH", ""), chdir, binds, where)
+    check_exec_size(container.argv, container.env, where)
     argv = bwrap_argv(
-        netns=ctx.netns,
+        enter=ctx.enter,
         hostname=pod.name,
         binds=binds,
         hosts_file=ctx.hosts_file,
-        chdir=container.spec.get("workingDir") or ctx.workdir,
+        chdir=chdir,
         resolv_conf=ctx.resolv_conf,
         command=container.argv,
     )
@@ -211,35 +286,103 @@ def start_container(
         argv = [*argv[:start], "--args", str(fd), *argv[end:]]
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab", buffering=0) as out:
-            container.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=container.env,
-                start_new_session=True,
-                pass_fds=(fd,),
-            )
+            try:
+                container.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=container.env,
+                    start_new_session=True,
+                    pass_fds=(fd,),
+                )
+            except OSError as exc:
+                if exc.errno == errno.E2BIG:
+                    raise PodError(f"{where}: {_too_big(container.argv, container.env)}") from None
+                raise PodError(f"{where}: could not start the pod sandbox ({argv[0]}): {exc.strerror}") from None
     finally:
         os.close(fd)
 
 
-def stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
-    """SIGTERM every process group, then SIGKILL what is left after ``grace`` seconds."""
-    live = [p for p in procs if p.poll() is None]
-    for p in live:
-        kill_group(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while live and time.monotonic() < deadline:
-        live = [p for p in live if p.poll() is None]
-        time.sleep(0.02)
-    for p in live:
-        kill_group(p.pid, signal.SIGKILL)
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+class ExecError(PodError):
+    """The container's command cannot be executed: ``code`` is what a shell would exit with (127, 126)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _host_path(path: str, binds: list[Bind]) -> str:
+    """Where a path inside the sandbox lives on the host, through the volume binds (the longest match wins)."""
+    best: Bind | None = None
+    for b in binds:
+        dest = b.dest.rstrip("/") or "/"
+        if (path == dest or path.startswith(dest + "/")) and (best is None or len(dest) > len(best.dest)):
+            best = b
+    if best is None:
+        return path
+    rest = path[len(best.dest.rstrip("/")) :]
+    return best.src + rest
+
+
+def check_program(program: str, path_env: str, chdir: str, binds: list[Bind], where: str) -> None:
+    """Exit codes 127 (not found) and 126 (not executable), like a shell, found before any sandbox is built."""
+    if "/" in program:
+        candidates = [program if os.path.isabs(program) else os.path.normpath(os.path.join(chdir, program))]
+    else:
+        candidates = [
+            os.path.normpath(os.path.join(chdir, d, program)) for d in path_env.split(":")
+        ]  # an empty or relative PATH entry is relative to the working directory, as for execvp
+    not_executable: str | None = None
+    for cand in candidates:
+        host = _host_path(cand, binds)
+        if os.path.isfile(host):
+            if os.access(host, os.X_OK):
+                return
+            not_executable = not_executable or cand
+    if not_executable is not None:
+        raise ExecError(
+            f'{where}.command: exec: "{program}": permission denied ({not_executable} is not executable; '
+            f"`chmod +x` it, or run it through its interpreter, e.g. [python, {program}])",
+            126,
+        )
+    if "/" in program:
+        msg = f'exec: "{program}": no such file or directory (looked for {candidates[0]})'
+    else:
+        first = path_env.split(":")[0]
+        msg = (
+            f'exec: "{program}": executable file not found in $PATH (the pod\'s PATH starts with {first}; '
+            "install it in that environment or give its full path)"
+        )
+    raise ExecError(f"{where}.command: {msg}", 127)
+
+
+# Linux limits for execve(): one string at most MAX_ARG_STRLEN, all of argv + envp together at most ARG_MAX.
+MAX_ARG_STRLEN = 32 * 4096
+
+
+def _too_big(argv: list[str], env: dict[str, str]) -> str:
+    sizes = sorted(((len(k) + len(v) + 2, k) for k, v in env.items()), reverse=True)
+    biggest = ", ".join(f"{k} ({n} bytes)" for n, k in sizes[:3])
+    total = sum(len(a) + 1 for a in argv) + sum(n for n, _ in sizes)
+    return (
+        f"the command line and environment ({total} bytes; largest variables: {biggest}) exceed what Linux "
+        f"lets a process start with ({os.sysconf('SC_ARG_MAX')} bytes in total, {MAX_ARG_STRLEN} bytes per "
+        "variable or argument). Fix: pass large values through a file (a ConfigMap volume or the working "
+        "directory) instead of env or args"
+    )
+
+
+def check_exec_size(argv: list[str], env: dict[str, str], where: str) -> None:
+    total = sum(len(a) + 1 for a in argv) + sum(len(k) + len(v) + 2 for k, v in env.items())
+    # Room for the pointers and the sandbox's few fixed arguments (the rest travel through an fd).
+    overhead = 8 * (len(argv) + len(env) + 64) + 4096
+    if (
+        total + overhead > os.sysconf("SC_ARG_MAX")
+        or any(len(a) + 1 > MAX_ARG_STRLEN for a in argv)
+        or any(len(k) + len(v) + 2 > MAX_ARG_STRLEN for k, v in env.items())
+    ):
+        raise PodError(f"{where}: {_too_big(argv, env)}")
 
 
 def _port(probe: dict[str, Any], container: dict[str, Any]) -> int:
@@ -252,45 +395,38 @@ def _port(probe: dict[str, Any], container: dict[str, Any]) -> int:
     raise PodError(f"readinessProbe port {port!r} is neither a number nor a named port of the container")
 
 
-def run_probe(probe: dict[str, Any], container: Container, address: str) -> bool:
-    """One readiness check. Runs on a thread that is inside the TrainJob's network namespace."""
+def probe_target(probe: dict[str, Any], container: Container, address: str) -> tuple[str, str, int, str, float]:
+    """(kind, host, port, path, timeout) of a tcpSocket or httpGet probe."""
     timeout = float(probe.get("timeoutSeconds", 1))
     if "tcpSocket" in probe:
-        host = probe["tcpSocket"].get("host") or address
-        try:
-            with socket.create_connection((host, _port(probe["tcpSocket"], container.spec)), timeout=timeout):
-                return True
-        except OSError:
-            return False
-    if "httpGet" in probe:
-        g = probe["httpGet"]
-        try:
-            conn = http.client.HTTPConnection(
-                g.get("host") or address, _port(g, container.spec), timeout=timeout
-            )
-            conn.request("GET", g.get("path", "/"))
-            return 200 <= conn.getresponse().status < 400
-        except OSError:
-            return False
-    if "exec" in probe:
-        proc = container.proc
-        if proc is None or proc.poll() is not None:
-            return False
-        try:
-            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-                inner = f.read().split()
-        except OSError:
-            return False
-        if not inner:
-            return False
+        t = probe["tcpSocket"]
+        return "tcp", t.get("host") or address, _port(t, container.spec), "/", timeout
+    g = probe["httpGet"]
+    return "http", g.get("host") or address, _port(g, container.spec), g.get("path", "/"), timeout
+
+
+def run_exec_probe(probe: dict[str, Any], container: Container, ctx: PodContext) -> bool:
+    """An exec readiness check inside the pod's own namespaces."""
+    timeout = float(probe.get("timeoutSeconds", 1))
+    proc = container.proc
+    if proc is None or proc.poll() is not None:
+        return False
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            inner = f.read().split()
+    except OSError:
+        return False
+    if not inner:
+        return False
+    if ctx.rootless:
+        # The pod's user namespace is a child of the TrainJob's; only from inside the TrainJob's (where the pod's
+        # network already is) may we enter it, so: TrainJob namespaces first, then the pod's own.
+        spaces = ["-U", "--preserve-credentials", "-m", "-u", "-i", "-p"]
+        argv = [*ctx.enter, "nsenter", "-t", inner[0], *spaces, "--", *probe["exec"]["command"]]
+    else:
         argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
-        try:
-            return (
-                subprocess.run(
-                    argv, capture_output=True, timeout=max(timeout, 1), env=container.env, check=False
-                ).returncode
-                == 0
-            )
-        except subprocess.TimeoutExpired:
-            return False
-    return True
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=max(timeout, 1), env=container.env, check=False)
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return done.returncode == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kubetrain.local import pods
+from kubetrain.local import pods, status
 from kubetrain.local.launch import PodLauncher
 
 PROBE_RETRY = 0.2
@@ -37,12 +37,15 @@ class ReadinessGate(PodLauncher):
                 for p in j.pods:
                     if running >= j.plan.parallelism:
                         break
-                    if p.state == "Pending":
+                    if p.state == "Pending" and p.restart_at is None:
                         self._start_pod(j, p)
-                        running += 1
+                        if p.state == "Running":
+                            running += 1
+                    if status.finished(self.status):
+                        return  # e.g. a pod that can never be scheduled failed the TrainJob
 
     def _probe(self) -> None:
-        assert self._prober is not None
+        assert self.netns is not None and self._exec_probes is not None
         now = time.monotonic()
         for job in self.jobs:
             for pod in job.pods:
@@ -64,7 +67,15 @@ class ReadinessGate(PodLauncher):
                             continue
                         c.next_probe = now + PROBE_RETRY
                     elif fut is None and now >= c.next_probe:
-                        self._probes[key] = self._prober.submit(pods.run_probe, probe, c, pod.plan.address)
+                        if "exec" in probe:
+                            self._probes[key] = self._exec_probes.submit(
+                                pods.run_exec_probe, probe, c, self.ctx
+                            )
+                        elif "tcpSocket" in probe or "httpGet" in probe:
+                            kind, host, port, path, timeout = pods.probe_target(probe, c, pod.plan.address)
+                            self._probes[key] = self.netns.probe(kind, host, port, path=path, timeout=timeout)
+                        else:
+                            c.ready = True  # grpc probes are not run locally: counted as ready
                 if all_ready or all(c.ready for c in pod.containers):
                     pod.ready = True
                     self._dirty.add(pod.plan.name)

@@ -1,4 +1,11 @@
-"""Reconcile TrainJobs whose supervisor died without recording an outcome (``kill -9``, OOM, reboot)."""
+"""TrainJobs whose supervisor died without recording an outcome (``kill -9``, OOM, reboot).
+
+Every reader checks the TrainJobs it reads (``get``, ``describe``, ``logs -f``, ``Client.wait``): a dead
+supervisor is seen within one poll, and the TrainJob is recorded ``Failed``/``SupervisorLost`` exactly once
+(the re-check runs inside a store transaction, so concurrent readers do not both record it). A TrainJob is never
+without a live owner while its supervisor starts: it is created with the pid of the command that creates it,
+which hands over to the supervisor only once that one runs (see ``LocalBackend._spawn_supervisor``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import logging
 import signal
 import time
 
-from kubetrain.local import namespaces, pods, status
+from kubetrain.local import pods, status, terminate
 from kubetrain.local.store import PodRow, Store, TrainJobRow
 
 log = logging.getLogger("kubetrain.local.reaper")
@@ -16,57 +23,57 @@ def supervisor_alive(row: TrainJobRow) -> bool:
     return pods.alive(row.supervisor_pid, row.supervisor_start)
 
 
-def kill_pods(store: Store, row: TrainJobRow, message: str) -> None:
+def lost(row: TrainJobRow) -> bool:
+    return not status.finished(row.trainjob.get("status") or {}) and not supervisor_alive(row)
+
+
+def kill_pods(store: Store, row: TrainJobRow, message: str, grace: float = 5.0) -> None:
     """Stop every still-running process group of the TrainJob (identified by pid *and* start time)."""
     live = [p for p in store.list_pods(row.namespace, row.name) if pods.alive(p.pid, p.pid_start)]
     for p in live:
         assert p.pid is not None
-        pods.kill_group(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
+        terminate.kill_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     while live and time.monotonic() < deadline:
         live = [p for p in live if pods.alive(p.pid, p.pid_start)]
         time.sleep(0.05)
     for p in live:
         assert p.pid is not None
-        pods.kill_group(p.pid, signal.SIGKILL)
-    for p in store.list_pods(row.namespace, row.name):
-        if p.state in ("Running", "Pending"):
-            store.put_pod(
-                PodRow(
-                    p.namespace,
-                    p.trainjob,
-                    p.name,
-                    p.rjob,
-                    "Failed",
-                    p.pid,
-                    None,
-                    p.exit_code,
-                    p.restarts,
-                    message,
-                    p.log,
-                )
+        terminate.kill_group(p.pid, signal.SIGKILL)
+    store.put_pods(
+        [
+            PodRow(
+                p.namespace, p.trainjob, p.name, p.rjob, "Failed", p.pid, None, p.exit_code, p.restarts, message, p.log
             )
+            for p in store.list_pods(row.namespace, row.name)
+            if p.state in ("Running", "Pending")
+        ]
+    )
 
 
-def reap(store: Store) -> list[str]:
-    """Returns ``namespace/name`` of each TrainJob it recorded as failed."""
-    reaped = []
-    for row in store.list_trainjobs(None):
-        st = row.trainjob.get("status") or {}
-        if status.finished(st) or supervisor_alive(row):
-            continue
-        who = f"pid {row.supervisor_pid}" if row.supervisor_pid else "not started"
+def check(store: Store, row: TrainJobRow) -> TrainJobRow:
+    """``row``, recorded as failed first if its supervisor is gone; returns the current row."""
+    if not lost(row):
+        return row
+    with store.transaction():
+        fresh = store.get_trainjob(row.namespace, row.name)
+        if fresh is None or fresh.uid != row.uid or not lost(fresh):
+            return fresh or row
+        who = f"pid {fresh.supervisor_pid}" if fresh.supervisor_pid else "none"
         msg = (
-            f"the local supervisor ({who}) exited without recording an outcome; kubetrain stopped the "
-            "TrainJob's remaining processes"
+            f"the local supervisor ({who}) exited without recording an outcome (killed?); kubetrain stopped the "
+            "TrainJob's remaining processes. Its logs stay readable: kubetrain logs " + fresh.name
         )
-        kill_pods(store, row, "stopped: the supervisor was lost")
-        namespaces.delete_netns(namespaces.netns_name(row.namespace, row.name, row.uid))
+        st = fresh.trainjob.get("status") or {}
         status.fail(st, status.REASON_SUPERVISOR_LOST, msg)
-        row.trainjob["status"] = st
-        store.update_trainjob(row.namespace, row.name, row.trainjob)
-        store.add_event(row.namespace, row.name, "Warning", status.REASON_SUPERVISOR_LOST, msg)
-        store.set_supervisor(row.namespace, row.name, None, None)
-        log.warning("reaped trainjob=%s/%s supervisor=%s", row.namespace, row.name, row.supervisor_pid)
-        reaped.append(f"{row.namespace}/{row.name}")
-    return reaped
+        fresh.trainjob["status"] = st
+        store.update_trainjob(fresh.namespace, fresh.name, fresh.trainjob)
+        store.add_event(fresh.namespace, fresh.name, "Warning", status.REASON_SUPERVISOR_LOST, msg)
+        store.set_supervisor(fresh.namespace, fresh.name, None, None)
+        kill_pods(store, fresh, "stopped: the supervisor was lost", grace=0.0)
+    log.info("recorded lost supervisor trainjob=%s/%s pid=%s", row.namespace, row.name, row.supervisor_pid)
+    return store.get_trainjob(row.namespace, row.name) or fresh
+
+
+def check_all(store: Store, rows: list[TrainJobRow]) -> list[TrainJobRow]:
+    return [check(store, r) for r in rows]

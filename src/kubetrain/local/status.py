@@ -12,6 +12,9 @@ from typing import Any
 from kubetrain.api import constants as C
 from kubetrain.local.store import now_rfc3339
 
+# Local-only condition: waiting for the local scheduler (reason: what it waits for, e.g. ``Insufficient cpu``).
+COND_QUEUED = "Queued"
+
 # Local-only failure reasons.
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_TERMINATED = "SupervisorTerminated"

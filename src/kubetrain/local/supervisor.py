@@ -7,27 +7,28 @@ killed supervisor can be reconciled by the next command (``kubetrain.local.reape
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+import select
 import signal
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
-from kubetrain.api import KubetrainError
 from kubetrain.api import constants as C
-from kubetrain.local import gang, namespaces, paths, pods, status
+from kubetrain.api.errors import KubetrainError
+from kubetrain.local import namespaces, paths, pods, status
 from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
-from kubetrain.local.launch import STOP_GRACE
+from kubetrain.local.logindex import LogClock
+from kubetrain.local.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
-from kubetrain.local.store import Store
+from kubetrain.local.store import Store, StoreError
 
 __all__ = [
     "PROBE_RETRY",
-    "STOP_GRACE",
     "TICK",
     "JobRun",
     "PodRun",
@@ -41,6 +42,7 @@ __all__ = [
 log = logging.getLogger("kubetrain.local.supervisor")
 
 TICK = 0.05
+GO = b"go\n"  # what a detached supervisor waits for on stdin before it acts (see LocalBackend._spawn_supervisor)
 
 
 class Supervisor(ReadinessGate, FailurePolicy):
@@ -48,40 +50,31 @@ class Supervisor(ReadinessGate, FailurePolicy):
     policies (``failure_policy``): suspend, activeDeadlineSeconds and gang admission are decided here."""
 
     # Main loop.
-    def run(self) -> dict[str, Any]:
-        """Returns the final TrainJob status."""
+    def run(self, netns: NetworkNamespace | None = None) -> dict[str, Any]:
+        """Returns the final TrainJob status. ``netns``: a namespace holder started earlier (it starts while the
+        caller does other work); this supervisor owns it from now on."""
         namespaces.check_available()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        log.info(
-            "supervisor start trainjob=%s/%s pid=%d netns=%s",
-            self.namespace,
-            self.name,
-            os.getpid(),
-            self.netns,
-        )
+        log.info("supervisor start trainjob=%s/%s pid=%d", self.namespace, self.name, os.getpid())
+        self.netns = netns
         try:
             # Inside the try: whatever part of the setup fails, the finally below undoes the rest.
+            if self.netns is None:
+                self.netns = NetworkNamespace.start()
+            self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / "hosts").write_text(self.plan.hosts_file())
-            namespaces.create_netns(self.netns)
-            self._outbound = namespaces.start_outbound(self.netns)
-            if self._outbound is not None:
-                (self.dir / "resolv.conf").write_text(f"nameserver {namespaces.SLIRP_DNS}\n")
-                self.ctx.resolv_conf = str(self.dir / "resolv.conf")
-            self._prober = ThreadPoolExecutor(
-                max_workers=2,
-                initializer=namespaces.enter_netns_thread,
-                initargs=(self.netns,),
-                thread_name_prefix="probe",
-            )
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
             self._preflight()
-            if self._outbound is None:
+            self.netns.ready()
+            self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
+            outbound_problem = self._start_outbound()
+            if outbound_problem:
                 self.event(
                     "Warning",
                     "NoOutboundNetwork",
-                    (
-                        "slirp4netns is not installed: pods reach each other but not the host's network or the "
-                        "internet (install it with `make system-deps` for downloads such as dataset initializers)"
-                    ),
+                    f"{outbound_problem}: pods reach each other but not the host's network or the internet "
+                    "(needed for downloads such as dataset initializers; see docs/local.md)",
                 )
             self.event(
                 "Normal",
@@ -91,24 +84,40 @@ class Supervisor(ReadinessGate, FailurePolicy):
                     f"(map images to environments in {paths.home() / 'images.yaml'})"
                 ),
             )
-            while not status.finished(self.status):
-                self._tick()
-                self._persist_pods()
-                self._persist_status()
-                time.sleep(TICK)
+            clock = LogClock(self.dir / "logs")  # when log lines were written: --timestamps, --since
+            try:
+                while True:
+                    self._tick()
+                    self._persist_pods()
+                    self._persist_status()
+                    self._sample(clock)
+                    if status.finished(self.status):
+                        break
+                    self._wait()
+            finally:
+                self._sample(clock, close=True)
         except KubetrainError as exc:
-            status.fail(self.status, status.REASON_START_FAILED, str(exc))
-            self.event("Warning", status.REASON_START_FAILED, str(exc))
+            error = str(exc)
+            status.fail(self.status, status.REASON_START_FAILED, error)
+            self._best_effort(lambda: self.event("Warning", status.REASON_START_FAILED, error))
+        except OSError as exc:
+            msg = f"the local supervisor could not write its files under {self.dir}: {exc}"
+            status.fail(self.status, status.REASON_START_FAILED, msg)
+            self._best_effort(lambda: self.event("Warning", status.REASON_START_FAILED, msg))
         finally:
-            self._stop_all()
-            self._persist_pods()
-            self._persist_status()
-            if self._prober is not None:
-                self._prober.shutdown(wait=False, cancel_futures=True)
+            # Each step on its own: a failing store (disk full) must not keep pods running or the namespace alive.
+            self._best_effort(self._stop_all)
+            self._close_pidfds()
+            self._best_effort(self._persist_pods)
+            self._best_effort(self._persist_status)
+            if self._exec_probes is not None:
+                self._exec_probes.shutdown(wait=False, cancel_futures=True)
             if self._outbound is not None:
                 self._outbound.stop()
-            namespaces.delete_netns(self.netns)
-            self.store.set_supervisor(self.namespace, self.name, None, None)
+            if self.netns is not None:
+                self.netns.close()
+            self._best_effort(self.scheduler.release_all)
+            self._best_effort(lambda: self.store.set_supervisor(self.namespace, self.name, None, None))
             log.info(
                 "supervisor exit trainjob=%s/%s state=%s",
                 self.namespace,
@@ -117,8 +126,65 @@ class Supervisor(ReadinessGate, FailurePolicy):
             )
         return self.status
 
+    def _wait(self) -> None:
+        """Until a container exits, or one tick: exits are handled at once, everything else is polled."""
+        fds = []
+        for j in self.jobs:
+            for p in j.pods:
+                for c in p.containers:
+                    if c.proc is None:
+                        continue
+                    if c.proc.returncode is not None:
+                        if c.pidfd is not None:
+                            os.close(c.pidfd)
+                            c.pidfd = None
+                        continue
+                    if c.pidfd is None:
+                        try:
+                            c.pidfd = os.pidfd_open(c.proc.pid)
+                        except OSError:
+                            continue
+                    fds.append(c.pidfd)
+        if fds:
+            select.select(fds, [], [], TICK)
+        else:
+            time.sleep(TICK)
+
+    @staticmethod
+    def _sample(clock: LogClock, *, close: bool = False) -> None:
+        # Log timestamps are a convenience: a full disk costs them, never the job.
+        try:
+            clock.close() if close else clock.sample()
+        except OSError:
+            pass
+
+    def _close_pidfds(self) -> None:
+        for j in self.jobs:
+            for p in j.pods:
+                self._close_pidfds_of(p.containers)
+
+    @staticmethod
+    def _best_effort(step: Callable[[], object]) -> None:
+        try:
+            step()
+        except KubetrainError as exc:
+            log.error("cleanup step failed: %s", exc)
+
+    def _start_outbound(self) -> str | None:
+        """Outbound NAT when possible; otherwise why not (pods then reach only each other)."""
+        assert self.netns is not None
+        if not outbound_available():
+            return "slirp4netns is not installed (`make system-deps`)"
+        try:
+            self._outbound = start_outbound(self.netns)
+        except KubetrainError as exc:
+            return str(exc)
+        (self.dir / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
+        self.ctx.resolv_conf = str(self.dir / "resolv.conf")
+        return None
+
     def _preflight(self) -> None:
-        if gang.gpu_count() == 0:
+        if self.capacity.gpus == 0:
             for p in self.plan.pods():
                 for c in p.spec.get("containers") or []:
                     for e in c.get("env") or []:
@@ -130,7 +196,7 @@ class Supervisor(ReadinessGate, FailurePolicy):
 
     def _tick(self) -> None:
         if self._terminate:
-            self._stop_all()
+            self._stop_all(f"stopped: {self._terminate}")
             msg = f"the local supervisor was stopped ({self._terminate}); every process of the TrainJob was stopped"
             status.fail(self.status, status.REASON_TERMINATED, msg)
             self.event("Warning", status.REASON_TERMINATED, msg)
@@ -138,19 +204,27 @@ class Supervisor(ReadinessGate, FailurePolicy):
         now = time.time()
         if now - self._last_reload > 0.3:
             self._last_reload = now
-            row = self.store.get_trainjob(self.namespace, self.name)
-            if row is None:
+            try:
+                row = self.store.get_trainjob(self.namespace, self.name)
+            except StoreError as exc:
+                self._store_trouble(exc)
+                row = self.row
+            if row is None or row.uid != self.row.uid:
                 self.terminate("TrainJob deleted")
                 return
             self.trainjob["spec"] = row.trainjob["spec"]
+            self._latest_objects = row.objects
         spec = self.trainjob["spec"]
         if self._handle_suspend(bool(spec.get("suspend"))):
             return
         if self._deadline_exceeded(spec.get("activeDeadlineSeconds")):
             return
-        if not self._admit():
+        if not self._admit_gang():
             return
+        self._restart_due_pods()
         self._start_ready_jobs()
+        if status.finished(self.status):
+            return
         self._poll()
         self._probe()
         self._evaluate()
@@ -159,18 +233,24 @@ class Supervisor(ReadinessGate, FailurePolicy):
         cond = next((c for c in self.status.get("conditions") or [] if c["type"] == C.COND_SUSPENDED), None)
         if suspend:
             if cond is None or cond["status"] != "True":
-                self._stop_all()
+                self._stop_all("stopped: the TrainJob was suspended")
                 self._reset_jobs()
+                self._clear_queued("nothing (suspended)")
                 status.set_condition(
                     self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED
                 )
                 self.event("Normal", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
             return True
         if cond is not None and cond["status"] == "True":
+            latest = self._latest_objects
+            if latest != self.objects:
+                # runtimePatches changed while suspended: the JobSet is recreated from the new objects.
+                self._load_objects(latest)
+                (self.dir / "hosts").write_text(self.plan.hosts_file())
+                self._reset_jobs()
             status.set_condition(self.status, C.COND_SUSPENDED, "False", C.REASON_RESUMED, C.MSG_RESUMED)
             self.event("Normal", C.REASON_RESUMED, C.MSG_RESUMED)
             self._started_at = time.time()
-            self._admitted = False
         return False
 
     def _deadline_exceeded(self, seconds: int | None) -> bool:
@@ -182,55 +262,24 @@ class Supervisor(ReadinessGate, FailurePolicy):
             start = self._started_at
         if time.time() <= start + seconds:
             return False
-        self._stop_all()
+        self._stop_all("stopped: activeDeadlineSeconds exceeded")
         status.fail(self.status, C.REASON_DEADLINE, C.MSG_DEADLINE)
         self.event("Warning", C.REASON_DEADLINE, C.MSG_DEADLINE)
         return True
 
-    def _admit(self) -> bool:
-        """Gang admission: with a PodGroup, nothing starts until the whole group fits on this machine."""
-        if self._admitted:
-            return True
-        pg = gang.find_podgroup(self.row.objects)
-        if pg is None:
-            self._admitted = True
-            return True
-        pg_spec = pg.get("spec") or {}
-        missing = gang.missing_resources(pg_spec.get("minResources") or {}, gang.Capacity.of_machine())
-        if not missing:
-            self._admitted = True
-            self.event("Normal", "Scheduled", f"pod group {pg['metadata']['name']} fits on this machine")
-            return True
-        now = time.time()
-        if self._gang_wait_since is None:
-            self._gang_wait_since = now
-            self.event(
-                "Warning",
-                "FailedScheduling",
-                f"pod group {pg['metadata']['name']} does not fit on this machine: {'; '.join(missing)}",
-            )
-        timeout = int(pg_spec.get("scheduleTimeoutSeconds") or 60)
-        if now - self._gang_wait_since >= timeout:
-            msg = (
-                f"pod group {pg['metadata']['name']} could not be scheduled within scheduleTimeoutSeconds="
-                f"{timeout}: {'; '.join(missing)}"
-            )
-            status.fail(self.status, status.REASON_UNSCHEDULABLE, msg)
-            self.event("Warning", status.REASON_UNSCHEDULABLE, msg)
-        return False
-
 
 def record_start_failure(store: Store, namespace: str, name: str, message: str) -> None:
     """A TrainJob whose supervisor cannot even start (e.g. an invalid JobSet) ends Failed, not SupervisorLost."""
-    row = store.get_trainjob(namespace, name)
-    if row is None:
-        return
-    st = row.trainjob.get("status") or {}
-    status.fail(st, status.REASON_START_FAILED, message)
-    row.trainjob["status"] = st
-    store.update_trainjob(namespace, name, row.trainjob)
-    store.add_event(namespace, name, "Warning", status.REASON_START_FAILED, message)
-    store.set_supervisor(namespace, name, None, None)
+    with store.transaction():
+        row = store.get_trainjob(namespace, name)
+        if row is None:
+            return
+        st = row.trainjob.get("status") or {}
+        status.fail(st, status.REASON_START_FAILED, message)
+        row.trainjob["status"] = st
+        store.update_trainjob(namespace, name, row.trainjob)
+        store.add_event(namespace, name, "Warning", status.REASON_START_FAILED, message)
+        store.set_supervisor(namespace, name, None, None)
 
 
 def supervise(store: Store, namespace: str, name: str, *, install_signals: bool) -> dict[str, Any]:
@@ -240,31 +289,44 @@ def supervise(store: Store, namespace: str, name: str, *, install_signals: bool)
         record_start_failure(store, namespace, name, str(exc))
         raise
     if install_signals:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # The first SIGTERM/SIGINT stops the pods gracefully; a second one cuts their grace period short.
+        for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda s, _f: sup.terminate(signal.Signals(s).name))
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     return sup.run()
 
 
 def configure_logging() -> None:
-    handler = logging.FileHandler(paths.supervisor_log())
+    try:
+        handler = logging.FileHandler(paths.supervisor_log())
+    except (OSError, KubetrainError):
+        return  # logging is best effort; the store has the events (and an unusable home is reported elsewhere)
     handler.setFormatter(
         logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s")
     )
     root = logging.getLogger("kubetrain")
     if not any(isinstance(h, logging.FileHandler) for h in root.handlers):
         root.addHandler(handler)
+    else:
+        handler.close()
     root.setLevel(logging.INFO)
+    root.propagate = False
 
 
 def main() -> None:
+    import argparse
+
     parser = argparse.ArgumentParser(description="kubetrain local supervisor (started by `kubetrain apply`)")
     parser.add_argument("namespace")
     parser.add_argument("name")
     args = parser.parse_args()
+    # Wait until the process that started us has recorded our pid with the TrainJob: if it died before that,
+    # the TrainJob is (rightly) recorded as lost by the next reader, and we must not run it behind its back.
+    if sys.stdin.buffer.read(len(GO)) != GO:
+        return
     configure_logging()
-    store = Store()
     try:
-        supervise(store, args.namespace, args.name, install_signals=True)
+        supervise(Store(), args.namespace, args.name, install_signals=True)
     except KubetrainError as exc:
         log.error("supervisor failed trainjob=%s/%s error=%r", args.namespace, args.name, str(exc))
         raise SystemExit(1) from None

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kubetrain.api import KubetrainError
+from kubetrain.api.errors import KubetrainError
 from kubetrain.local.env import ObjectIndex
 from kubetrain.local.namespaces import Bind
 

@@ -130,14 +130,21 @@ def test_webhooks_match_the_generated_configurations(default: list[dict[str, Any
 
 
 def test_rbac_matches_manifests(default: list[dict[str, Any]]) -> None:
-    for name, kind, file in (
-        ("kubetrain-operator", "ClusterRole", "cluster_role.yaml"),
-        ("kubetrain-leader-election", "Role", "leader_election_role.yaml"),
-        ("kubeflow-trainer-public", "Role", "public_role.yaml"),
-    ):
-        (expected,) = load_docs((MANIFESTS / "rbac" / file).read_text())
-        assert one(default, kind, name)["rules"] == expected["rules"], name
-    binding = one(default, "ClusterRoleBinding")
+    shipped = {
+        (d["kind"], d["metadata"]["name"]): d
+        for p in (MANIFESTS / "rbac").glob("*.yaml")
+        if p.name != "kustomization.yaml"
+        for d in load_docs(p.read_text())
+    }
+    rbac_kinds = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in default if d["kind"] in rbac_kinds) == sorted(shipped)
+    for (kind, name), expected in shipped.items():
+        got = one(default, kind, name)
+        assert got.get("rules") == expected.get("rules"), name
+        assert got.get("roleRef") == expected.get("roleRef"), name
+        agg = {k: v for k, v in expected["metadata"]["labels"].items() if k.startswith("rbac.authorization.k8s.io/")}
+        assert agg.items() <= got["metadata"]["labels"].items(), name
+    binding = one(default, "ClusterRoleBinding", "kubetrain-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kubetrain-operator", "namespace": NS}]
 
 
@@ -213,6 +220,18 @@ def test_runtimes_off_and_validation_label_off() -> None:
     )
 
 
+def test_user_roles_and_the_cluster_runtime_reader_can_be_left_out() -> None:
+    names_of = lambda docs: {d["metadata"]["name"] for d in docs}  # noqa: E731
+    default = names_of(render())
+    assert {"kubetrain-edit", "kubetrain-view", "kubetrain-clustertrainingruntime-reader"} <= default
+    no_reader = names_of(render({"rbac": {"authenticatedCanReadClusterTrainingRuntimes": False}}))
+    assert default - no_reader == {"kubetrain-clustertrainingruntime-reader"}
+    no_aggregation = names_of(render({"rbac": {"aggregateToDefaultRoles": False}}))
+    assert default - no_aggregation == {"kubetrain-edit", "kubetrain-view"}
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError):
+        chart.validate_schema({"rbac": {"readers": True}})
+
+
 def test_public_configmap_can_be_left_out() -> None:
     docs = render({"publicConfigMap": {"enabled": False}})
     assert not [d for d in docs if d["metadata"]["name"] == "kubeflow-trainer-public"]
@@ -238,9 +257,12 @@ def test_cert_manager_mode() -> None:
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == CERT_DIR)
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["secret"]["secretName"] == names.DEFAULT_SECRET
-    # cert-manager injects the caBundle, so the operator needs no access to webhook configurations.
-    role = one(docs, "ClusterRole")
+    # cert-manager injects the caBundle and owns the Secret: no access to webhook configurations or the Secret.
+    role = one(docs, "ClusterRole", "kubetrain-operator")
     assert not [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
+    assert not [
+        d for d in docs if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == "kubetrain-webhook-cert"
+    ]
     for doc in docs:
         assert schema_errors(doc) == []
 

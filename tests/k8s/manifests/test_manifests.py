@@ -233,35 +233,79 @@ def rules(doc: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
 
 
 def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]]) -> None:
+    """tests/k8s/test_operator_rbac.py proves these are exactly the calls the operator makes."""
     (role,) = [r for r in by_kind(built, "ClusterRole") if r["metadata"]["name"] == "kubetrain-operator"]
-    got = rules(role)
     read = {"get", "list", "watch"}
-    assert got == {
-        ("trainer.kubeflow.org", "trainjobs"): read | {"patch", "update"},
-        ("trainer.kubeflow.org", "trainingruntimes"): read | {"patch", "update"},
-        ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch", "update"},
-        ("trainer.kubeflow.org", "trainjobs/status"): {"get", "patch", "update"},
+    assert rules(role) == {
+        ("trainer.kubeflow.org", "trainjobs"): {"list", "watch"},
+        ("trainer.kubeflow.org", "trainjobs/status"): {"patch"},
         ("trainer.kubeflow.org", "trainjobs/finalizers"): {"update"},
-        ("trainer.kubeflow.org", "trainingruntimes/finalizers"): {"update"},
-        ("trainer.kubeflow.org", "clustertrainingruntimes/finalizers"): {"update"},
-        ("jobset.x-k8s.io", "jobsets"): read | {"create", "patch", "update", "delete"},
-        ("scheduling.x-k8s.io", "podgroups"): read | {"create", "patch", "update"},
-        ("scheduling.volcano.sh", "podgroups"): read | {"create", "patch", "update"},
-        ("", "configmaps"): read | {"create", "patch", "update"},
-        ("", "secrets"): read | {"create", "patch", "update"},
-        ("", "events"): {"create", "patch", "update"},
-        ("events.k8s.io", "events"): {"create", "patch", "update"},
-        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update", "patch"},
-        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
+        ("trainer.kubeflow.org", "trainingruntimes"): read | {"patch"},
+        ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
+        ("jobset.x-k8s.io", "jobsets"): read | {"create", "patch", "delete"},
+        ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "patch"},
+        ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "patch"},
+        ("", "configmaps"): read | {"create", "patch"},
+        ("", "secrets"): {"list", "watch", "create"},
+        ("", "events"): {"create"},
+        ("", "namespaces"): {"get"},
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update"},
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update"},
     }
     hooks = [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert sorted(n for r in hooks for n in r["resourceNames"]) == [
         names.MUTATING_CONFIGURATION,
         names.VALIDATING_CONFIGURATION,
     ]
+    (cert,) = [r for r in by_kind(built, "Role") if r["metadata"]["name"] == "kubetrain-webhook-cert"]
+    assert cert["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [names.DEFAULT_SECRET],
+            "verbs": ["get", "update"],
+        }
+    ]
+
+
+def test_no_wildcards_anywhere(built: list[dict[str, Any]]) -> None:
     for doc in by_kind(built, "ClusterRole") + by_kind(built, "Role"):
         for rule in doc["rules"]:
-            assert "*" not in rule["verbs"] and "*" not in rule["resources"], doc["metadata"]["name"]
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert not [v for v in rule.get(key, []) if "*" in v], (doc["metadata"]["name"], key)
+
+
+def test_user_roles_aggregate_into_admin_edit_and_view(built: list[dict[str, Any]]) -> None:
+    roles = {r["metadata"]["name"]: r for r in by_kind(built, "ClusterRole")}
+    agg = "rbac.authorization.k8s.io/aggregate-to-"
+    edit, view = roles["kubetrain-edit"], roles["kubetrain-view"]
+    assert {k for k, v in edit["metadata"]["labels"].items() if k.startswith(agg) and v == "true"} == {
+        agg + "admin",
+        agg + "edit",
+    }
+    assert {k for k, v in view["metadata"]["labels"].items() if k.startswith(agg) and v == "true"} == {agg + "view"}
+    write = {"create", "update", "patch", "delete", "deletecollection"}
+    read = {"get", "list", "watch"}
+    assert rules(edit) == {
+        ("trainer.kubeflow.org", "trainjobs"): read | write,
+        ("trainer.kubeflow.org", "trainingruntimes"): read | write,
+        ("trainer.kubeflow.org", "trainjobs/status"): {"get"},
+    }
+    assert rules(view) == {
+        ("trainer.kubeflow.org", "trainjobs"): read,
+        ("trainer.kubeflow.org", "trainingruntimes"): read,
+        ("trainer.kubeflow.org", "clustertrainingruntimes"): read,
+        ("trainer.kubeflow.org", "trainjobs/status"): {"get"},
+    }
+    # Cluster-scoped runtimes: read for every authenticated user, written by nobody but cluster admins.
+    reader = roles["kubetrain-clustertrainingruntime-reader"]
+    assert rules(reader) == {("trainer.kubeflow.org", "clustertrainingruntimes"): read}
+    (binding,) = [b for b in by_kind(built, "ClusterRoleBinding") if b["roleRef"]["name"] == reader["metadata"]["name"]]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+    for role in (edit, view, reader):
+        assert not [r for r in role["rules"] if "clustertrainingruntimes" in r["resources"] and write & set(r["verbs"])]
 
 
 def test_bindings_name_the_operator_service_account(built: list[dict[str, Any]]) -> None:
@@ -269,13 +313,17 @@ def test_bindings_name_the_operator_service_account(built: list[dict[str, Any]])
     bound = [
         b
         for b in by_kind(built, "ClusterRoleBinding") + by_kind(built, "RoleBinding")
-        if b["metadata"]["name"] != "kubeflow-trainer-public"
+        if b["metadata"]["name"] not in ("kubeflow-trainer-public", "kubetrain-clustertrainingruntime-reader")
     ]
-    assert bound
+    assert {b["metadata"]["name"] for b in bound} == {
+        "kubetrain-operator",
+        "kubetrain-leader-election",
+        "kubetrain-webhook-cert",
+    }
     for b in bound:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
     (lease,) = [r for r in by_kind(built, "Role") if r["metadata"]["name"] == "kubetrain-leader-election"]
-    assert rules(lease) == {("coordination.k8s.io", "leases"): {"get", "create", "update", "patch"}}
+    assert rules(lease) == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 
 
 def test_deployment_flags_are_ones_the_operator_command_accepts(built: list[dict[str, Any]]) -> None:
@@ -292,3 +340,10 @@ def test_deployment_flags_are_ones_the_operator_command_accepts(built: list[dict
     assert args[0] == "operator"
     flags = [a.split("=", 1)[0] for a in args[1:]]
     assert [f for f in flags if f not in known] == []
+
+
+def test_operator_pod_meets_the_restricted_pod_security_level(built: list[dict[str, Any]]) -> None:
+    from kubetrain.api.podsecurity import assess
+
+    (dep,) = by_kind(built, "Deployment")
+    assert assess(dep["spec"]["template"]).level == "restricted"

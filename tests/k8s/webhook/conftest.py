@@ -43,6 +43,7 @@ class Cluster:
 
     runtimes: dict[tuple[str, str, str | None], Any] = field(default_factory=dict)
     jobsets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
     fail_lookups: bool = False
     calls: list[tuple[str, str, str | None]] = field(default_factory=list)
 
@@ -54,6 +55,11 @@ class Cluster:
 
     async def jobset(self, name: str, namespace: str) -> dict[str, Any] | None:
         return self.jobsets.get((name, namespace))
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        if self.fail_lookups:
+            raise ConnectionError("apiserver unreachable")
+        return self.namespaces.get(name)
 
 
 @dataclass
@@ -164,6 +170,7 @@ def served(bundle: CertBundle, tmp_path_factory: pytest.TempPathFactory) -> Iter
             host="127.0.0.1",
             port=0,
             jobset_lookup=cluster.jobset,
+            namespace_lookup=cluster.namespace_labels,
             clock=lambda: NOW,
         ),
         loop,

@@ -27,6 +27,8 @@ def _bad_runtime() -> dict[str, Any]:
 CASES = [
     ("bad name", names.VALIDATE_TRAINJOB, trainjob(name="Job_1")),
     ("schema", names.VALIDATE_TRAINJOB, trainjob(trainer={"numNodes": -3})),
+    ("schema and rules at once", names.VALIDATE_TRAINJOB,
+     trainjob(name="Job_1", trainer={"numNodes": -3, "env": [{"name": "PET_NNODES", "value": "1"}]})),
     ("missing runtime", names.VALIDATE_TRAINJOB, trainjob(runtime="nowhere")),
     ("good", names.VALIDATE_TRAINJOB, trainjob(trainer={"numNodes": 4})),
     ("runtime replicas", names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _bad_runtime()),
@@ -47,7 +49,9 @@ def test_same_errors_as_kubetrain_validate(
     if expected:
         message = resp["status"]["message"]
         if all(f.fix is None or "available:" not in f.fix for f in cli_result.errors):
-            assert message == (expected[0] if len(expected) == 1 else "[" + ", ".join(expected) + "]")
+            # The same errors; the CLI orders them by line in the file, the webhook has no lines to go by.
+            assert all(e in message for e in expected), message
+            assert len(message) == len(expected[0] if len(expected) == 1 else "[" + ", ".join(expected) + "]")
         else:
             # Only the fix hint may differ: the CLI lists the runtimes it knows, the webhook looked up one.
             cores = [f"{f.path}: {f.message} (fix: " for f in cli_result.errors]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from kubetrain.api.runtime import MPIPolicy
 from kubetrain.k8s.webhook import names
+from kubetrain.runtimes import builtin_runtime
 from tests.k8s.webhook.conftest import Served, trainjob
 
 V = names.VALIDATE_TRAINJOB
@@ -174,3 +176,41 @@ def test_update_of_an_object_being_deleted_is_not_blocked(served: Served) -> Non
     new["metadata"]["deletionTimestamp"] = "2026-11-22T03:00:00Z"
     assert served.review(V, new, old=old, operation="UPDATE")["allowed"] is True
     assert served.review(V, old, old=old, operation="UPDATE")["allowed"] is False
+
+
+def test_a_stored_runtime_that_cannot_be_read_is_not_called_missing(served: Served) -> None:
+    key = ("ClusterTrainingRuntime", "broken", None)
+    served.cluster.runtimes[key] = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+                                    "metadata": {"name": "broken"}, "spec": {"mlPolicy": {"numNodes": "x"}}}
+    try:
+        resp = served.review(V, trainjob(runtime="broken"))
+    finally:
+        del served.cluster.runtimes[key]
+    assert resp["allowed"] is False
+    message = resp["status"]["message"]
+    assert message.startswith('spec.runtimeRef: ClusterTrainingRuntime "broken" exists but cannot be read: '
+                              "spec.mlPolicy.numNodes: expected an integer, got 'x'")
+    assert "not found" not in message
+
+
+def test_a_stored_runtime_that_breaks_a_rule_is_named_invalid(served: Served) -> None:
+    key = ("ClusterTrainingRuntime", "two", None)
+    rt = builtin_runtime("torch-distributed")
+    assert rt is not None
+    rt.metadata.name = "two"
+    rt.spec.ml_policy = rt.spec.ml_policy.model_copy(update={"mpi": MPIPolicy()})  # type: ignore[union-attr]
+    served.cluster.runtimes[key] = rt
+    try:
+        resp = served.review(V, trainjob(runtime="two"))
+    finally:
+        del served.cluster.runtimes[key]
+    assert resp["status"]["message"].startswith(
+        'spec.runtimeRef: ClusterTrainingRuntime "two" is invalid: spec.mlPolicy: Only one of the policy can be '
+        "configured (found torch, mpi)")
+
+
+def test_a_denial_lists_schema_errors_and_rule_errors_together(served: Served) -> None:
+    resp = served.review(V, trainjob(name="Job_1", trainer={"numNodes": -3}))
+    message = resp["status"]["message"]
+    assert "spec.trainer.numNodes: input should be greater than or equal to 0, got -3" in message
+    assert "metadata.name: metadata.name must match RFC 1035 DNS label format, got 'Job_1'" in message

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
+from kubetrain.api.resources import check_resources
 from kubetrain.api.trainjob import InitializerSpec, TrainJob
 from kubetrain.compiler import env as e
 from kubetrain.compiler.framework import object_meta
@@ -158,7 +159,22 @@ class JobSet:
                 )
         self._validate_patches(info, result)
         self._validate_overrides(info, result)
+        self._validate_merged_resources(info, result)
         return result
+
+    @staticmethod
+    def _validate_merged_resources(info: Info, result: Result) -> None:
+        """resourcesPerNode is merged into the runtime's node container: the merge must still be a valid
+        container (a GPU request against the runtime's different GPU limit is not)."""
+        trainer = info.trainjob.spec.trainer
+        ps = info.trainer()
+        node = ps.container(c.NODE) if ps is not None else None
+        if trainer is None or trainer.resources_per_node is None or node is None:
+            return
+        path = "spec.trainer.resourcesPerNode"
+        for finding in check_resources(node.get("resources"), path, values=False):
+            result.error(finding.path, f"after merging into the runtime's node container: {finding.message}",
+                         finding.fix)
 
     @staticmethod
     def _validate_patches(info: Info, result: Result) -> None:

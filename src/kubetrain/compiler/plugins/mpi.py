@@ -44,6 +44,17 @@ def worker_pod_set(info: Info) -> PodSet | None:
     return others[0] if len(others) == 1 and info.by_name(c.LAUNCHER) is not None else None
 
 
+def ssh_container(ps: PodSet) -> dict[str, Any] | None:
+    """Where the SSH keys are mounted: the ``node`` container (Kubeflow Trainer's rule), else the pod's first
+    container, as mpi-operator does, so workers whose container has another name can still be reached."""
+    found = ps.container(c.NODE)
+    if found is not None:
+        return found
+    containers = ps.pod_spec.get("containers")
+    first = containers[0] if isinstance(containers, list) and containers else None
+    return first if isinstance(first, dict) else None
+
+
 def slots(info: Info) -> int:
     tj = info.trainjob.spec.trainer
     if tj is not None and isinstance(tj.num_proc_per_node, int):
@@ -68,7 +79,7 @@ def launcher_env(info: Info) -> list[tuple[str, str]]:
     impl, n = implementation(info), str(slots(info))
     if impl == "Intel":
         return [
-            ("I_MPI_HYDRA_HOSTFILE", c.MPI_HOSTFILE_PATH),
+            ("I_MPI_HYDRA_HOST_FILE", c.MPI_HOSTFILE_PATH),
             ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _RSH_ARGS),
             ("I_MPI_PERHOST", n),
         ]
@@ -121,9 +132,9 @@ class MPI:
             if ps is None:
                 continue
             e.add_volume(ps.pod_spec, copy.deepcopy(ssh_volume))
-            node = ps.container(c.NODE)
-            if node is not None:
-                e.add_mount(node, c.MPI_SSH_AUTH_VOLUME, mount)
+            main = ssh_container(ps)
+            if main is not None:
+                e.add_mount(main, c.MPI_SSH_AUTH_VOLUME, mount)
         if launcher is not None:
             e.add_volume(
                 launcher.pod_spec,
@@ -187,4 +198,30 @@ class MPI:
             )
         result.add(e.reserved_env(tj.env if tj else None, reserved_env(implementation(info)),
                                   "remove them: the MPI runtime sets them from the hostfile"))
+        _workers(info, result)
         return result
+
+
+def _workers(info: Info, result: Result) -> None:
+    """Say where the hostfile's workers and the SSH keys go when that differs from Kubeflow Trainer's rule."""
+    worker = worker_pod_set(info)
+    others = [p.name for p in info.pod_sets if p.name != c.LAUNCHER]
+    if worker is None:
+        if others and not policy(info).run_launcher_as_node:
+            result.warn(
+                "spec.runtimeRef",
+                f"runtime {info.runtime.name!r} has no MPI worker job: no replicated job is named 'node' (found "
+                f"{', '.join(others)}), so the hostfile lists no workers and every rank runs on the launcher",
+                "name the MPI worker replicated job 'node'",
+            )
+        return
+    main = ssh_container(worker)
+    if worker.name != c.NODE or (main is not None and main.get("name") != c.NODE):
+        cname = main.get("name") if main is not None else None
+        result.warn(
+            "spec.runtimeRef",
+            f"MPI workers are replicated job {worker.name!r} with container {cname!r}: kubetrain lists its pods in "
+            "the hostfile and mounts the SSH keys into that container (mpi-operator's rule); Kubeflow Trainer does "
+            "both only for a job and a container named 'node'",
+            "name the worker replicated job and its container 'node' so the runtime works the same everywhere",
+        )

@@ -19,7 +19,8 @@ def applies(info: Info) -> bool:
 def resolve_num_proc(info: Info) -> str:
     """``PET_NPROC_PER_NODE``: an int as a string, ``auto`` (GPUs present) or ``gpu``."""
     assert info.ml_policy is not None and info.ml_policy.torch is not None
-    value: int | str = info.ml_policy.torch.num_proc_per_node or "auto"
+    runtime_value = info.ml_policy.torch.num_proc_per_node
+    value: int | str = "auto" if runtime_value is None else runtime_value  # 0 is an error, never "auto"
     trainer = info.trainjob.spec.trainer
     if trainer is not None and trainer.num_proc_per_node is not None:
         value = trainer.num_proc_per_node
@@ -137,7 +138,7 @@ class Torch:
                     f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes",
                 )
         if torchtune.is_torchtune(info.trainjob):
-            result.extend(torchtune.validate(info))
+            result.extend(torchtune.validate(info, resolve_num_proc(info)))
         return result
 
 

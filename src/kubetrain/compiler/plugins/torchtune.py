@@ -85,7 +85,8 @@ def mutate_command(info: Info, nproc: str) -> None:
     info.trainer_command = command
 
 
-def validate(info: Info) -> Result:
+def validate(info: Info, nproc: str) -> Result:
+    """TorchTune's checks; ``nproc`` is the resolved ``PET_NPROC_PER_NODE`` (the Torch plugin computes it)."""
     result = Result()
     model = model_of(info.trainjob.spec.runtime_ref.name)
     t = info.trainjob.spec.trainer
@@ -101,9 +102,6 @@ def validate(info: Info) -> Result:
     num_nodes = (t.num_nodes if t and t.num_nodes is not None else None) or (trainer_ps.count if trainer_ps else 1)
     if num_nodes > 1 and model != MULTINODE_MODEL:
         result.error("spec.trainer.numNodes", f"must be 1 for {model} model", "set numNodes: 1")
-    from kubetrain.compiler.plugins.torch import resolve_num_proc
-
-    nproc = resolve_num_proc(info)
     _, config = recipe_and_config(model, num_nodes, nproc, info.gpu_count(), args)
     if "_qlora" in config and model == QWEN:
         result.error("spec.runtimeRef.name", f"QLoRA is not supported for {QWEN} model", "drop model.quantize_base")

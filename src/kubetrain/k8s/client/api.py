@@ -45,9 +45,17 @@ class Client:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        return await getting.list_(self.session, res, namespace, label_selector=label_selector, transform=transform)
+        return await getting.list_(
+            self.session,
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            transform=transform,
+        )
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:
         return await applying.apply(self.session, obj, field_manager=self.field_manager, force=force)
@@ -80,12 +88,48 @@ class Client:
         *,
         resource_version: str,
         timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> AsyncIterator[watching.WatchEvent]:
         return watching.watch(
-            self.session, res, namespace, resource_version=resource_version, timeout_seconds=timeout_seconds
+            self.session,
+            res,
+            namespace,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            label_selector=label_selector,
+            field_selector=field_selector,
         )
 
     def pod_logs(
         self, name: str, namespace: str, *, container: str | None = None, follow: bool = False
     ) -> AsyncIterator[str]:
         return logs.pod_logs(self.session, name, namespace, container=container, follow=follow)
+
+    def pod_log_chunks(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        since_time: str | None = None,
+        timestamps: bool = False,
+        limit_bytes: int | None = None,
+    ) -> AsyncIterator[bytes]:
+        return logs.pod_log_chunks(
+            self.session,
+            name,
+            namespace,
+            container=container,
+            follow=follow,
+            previous=previous,
+            tail_lines=tail_lines,
+            since_seconds=since_seconds,
+            since_time=since_time,
+            timestamps=timestamps,
+            limit_bytes=limit_bytes,
+        )

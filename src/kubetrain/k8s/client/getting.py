@@ -26,6 +26,7 @@ async def list_(
     namespace: str | None = None,
     *,
     label_selector: str | None = None,
+    field_selector: str | None = None,
     limit: int = 500,
     transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
@@ -38,6 +39,8 @@ async def list_(
     params: dict[str, str] = {"limit": str(limit)}
     if label_selector:
         params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
     while True:
         page = await session.request("GET", res.path(namespace), params=params)
         for item in page.get("items") or []:

@@ -34,6 +34,7 @@ async def watch(
     resource_version: str,
     timeout_seconds: int = 300,
     label_selector: str | None = None,
+    field_selector: str | None = None,
 ) -> AsyncIterator[WatchEvent]:
     params = {
         "watch": "1",
@@ -43,6 +44,8 @@ async def watch(
     }
     if label_selector:
         params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
     # sock_read a little above the server timeout: a silent half-open connection must not hang us forever.
     async with session.stream(res.path(namespace), params=params, timeout=timeout_seconds + 30) as resp:
         async for raw in resp.content:

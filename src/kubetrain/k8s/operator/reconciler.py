@@ -16,7 +16,7 @@ from typing import Any
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
-from kubetrain.compiler import KeyGen, compile_trainjob, ecdsa_keygen
+from kubetrain.compiler import KeyGen, Subject, compile_trainjob, ecdsa_keygen, validate_objects
 from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, TRAINJOB, for_object
 from kubetrain.k8s.operator import status as st
@@ -133,6 +133,12 @@ class TrainJobReconciler:
         if not isinstance(model, TrainJob) or not result.ok:
             raise RuntimeLoadError("; ".join(f.render() for f in result.errors) or "not a TrainJob")
         runtime, from_snapshot = self.runtime_source.load(model)
+        if self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].get(model.namespace, model.name) is None:
+            # Before the first objects exist, the same checks as the webhook and `kubetrain validate` (a TrainJob
+            # admitted without the webhook must not half-build); a running job is never re-judged by newer rules.
+            checked = validate_objects([Subject(model)], installed=[runtime])[0]
+            if not checked.ok:
+                raise KubetrainError("; ".join(f.render() for f in checked.errors))
         for obj in compile_trainjob(model, runtime, keygen=self.keygen):
             await self._sync(model, obj, from_snapshot)
 

@@ -1,7 +1,7 @@
 """What each webhook decides, as async functions of an admission ``Request``.
 
-The checks themselves are the ones ``kubetrain validate`` runs (``kubetrain.api.loader.parse_manifest``,
-``kubetrain.api.validation``, ``kubetrain.compiler``); this module only adds what needs the cluster: the live
+The checks themselves are the ones ``kubetrain validate`` runs (``kubetrain.api.loader.parse_manifest`` and the
+one entry point ``kubetrain.compiler.validate_objects``); this module only adds what needs the cluster: the live
 runtime a TrainJob references and, for runtime-patch changes, the live JobSet.
 """
 
@@ -13,13 +13,19 @@ from typing import Any
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, Result
-from kubetrain.api.loader import parse_manifest
+from kubetrain.api.loader import parse_document, parse_manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.api.validation import deprecation_warning, validate_runtime_object
-from kubetrain.compiler import resolve_runtime, validate_trainjob
+from kubetrain.compiler import Subject, validate_objects
 from kubetrain.k8s.webhook.admission import Request, Response, error_text
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
+from kubetrain.k8s.webhook.podsecurity import (
+    NamespaceLookup,
+    NamespaceLookupFailed,
+    policy_of,
+    review_runtime_pods,
+    review_trainjob_pods,
+)
 from kubetrain.k8s.webhook.warnings import admission_warnings
 
 RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
@@ -55,27 +61,35 @@ def _being_deleted(req: Request) -> bool:
     )
 
 
-def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, Result]:
+def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...], Result]:
+    """The object, or what is left of it when fields failed to load (their paths second), and the findings:
+    the rules then still run on the rest, so a denial lists every error at once, as `kubetrain validate` does."""
     if doc is None:
         result = Result()
         result.error("", f"the request carries no {kind} object")
-        return None, result
-    obj, result = parse_manifest(doc)
+        return None, (), result
+    parsed = parse_document(doc)
+    result = parsed.result
     # Loader findings carry "file:line" sources when parsed from files; a review has none to show.
     result.errors = [Finding(f.path, f.message, f.fix, f.severity) for f in result.errors]
-    return obj, result
+    if parsed.obj is not None:
+        return parsed.obj, (), result
+    return parsed.partial, parsed.pruned, result
 
 
 async def review_trainjob(
-    req: Request, runtime_lookup: RuntimeLookup, jobset_lookup: JobSetLookup | None = None
+    req: Request,
+    runtime_lookup: RuntimeLookup,
+    jobset_lookup: JobSetLookup | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
 ) -> Response:
-    """Validate a TrainJob CREATE/UPDATE against the live runtime it references."""
+    """Validate a TrainJob CREATE/UPDATE against the live runtime it references; judge its pods by the
+    namespace's Pod Security labels (``namespace_lookup``; without one, only baseline warnings)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    trainjob, result = _parse(req.obj, c.KIND_TRAINJOB)
-    if trainjob is None:
+    trainjob, pruned, result = _parse(req.obj, c.KIND_TRAINJOB)
+    if not isinstance(trainjob, TrainJob):
         return _response(req, result)
-    assert isinstance(trainjob, TrainJob)
     if req.namespace and not trainjob.metadata.namespace:
         trainjob.metadata.namespace = req.namespace
     old: TrainJob | None = None
@@ -95,28 +109,43 @@ async def review_trainjob(
         except Exception as exc:
             raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
         if found is not None:
-            runtime = _as_runtime(found, ref.effective_kind, namespace)
-            if runtime is not None:
-                candidates.append(runtime)
-    runtime, resolved = resolve_runtime(trainjob, candidates)
-    result.extend(resolved)
-    result.extend(validate_trainjob(trainjob, runtime, old=old))
+            live, unreadable = _as_runtime(found, ref.effective_kind, namespace)
+            if live is not None:
+                candidates.append(live)
+            else:  # not "not found": it exists, and saying so points at the real problem
+                result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
+                             f"{unreadable}", "fix the runtime object")
+                return _response(req, result)
+    result.extend(validate_objects([Subject(trainjob, pruned, old=old)], installed=candidates)[0])
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
-    return _response(req, result)
+    response = _response(req, result)
+    runtime = candidates[0] if candidates else None  # allowed implies the TrainJob resolved to it
+    if runtime is not None and response.allowed:
+        try:
+            policy = await policy_of(trainjob.namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        errors, warnings = review_trainjob_pods(trainjob, runtime, policy, old=old)
+        response.errors += errors
+        response.warnings += warnings
+    return response
 
 
-def _as_runtime(found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None) -> AnyRuntime | None:
+def _as_runtime(
+    found: AnyRuntime | dict[str, Any], kind: str, namespace: str | None
+) -> tuple[AnyRuntime | None, str]:
+    """The runtime, or None and why it cannot be read."""
     if isinstance(found, TrainingRuntime | ClusterTrainingRuntime):
         runtime = found
     else:
-        obj, _ = parse_manifest(found)
+        obj, parsed = parse_manifest(found)
         if not isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
-            return None  # a stored runtime we cannot read: reported as "not found" by resolve_runtime
+            return None, "; ".join(error_text(f) for f in parsed.errors) or "not a runtime"
         runtime = obj
     if runtime.kind == c.KIND_TRAINING_RUNTIME and not runtime.metadata.namespace:
         runtime.metadata.namespace = namespace
-    return runtime
+    return runtime, ""
 
 
 async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup: JobSetLookup) -> Result:
@@ -143,23 +172,30 @@ async def _active_jobset_check(trainjob: TrainJob, old: TrainJob, jobset_lookup:
     return result
 
 
-async def review_runtime(req: Request) -> Response:
-    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE."""
+async def review_runtime(req: Request, namespace_lookup: NamespaceLookup | None = None) -> Response:
+    """Validate a TrainingRuntime or ClusterTrainingRuntime CREATE/UPDATE; warn about its pods' Pod Security
+    level (against the namespace's labels for a TrainingRuntime)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    runtime, result = _parse(req.obj, req.kind or "runtime")
-    if runtime is None:
+    runtime, pruned, result = _parse(req.obj, req.kind or "runtime")
+    if not isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
         return _response(req, result)
     old: AnyRuntime | None = None
     if req.operation == "UPDATE" and req.old is not None:
         parsed_old, _ = parse_manifest(req.old)
         old = parsed_old if isinstance(parsed_old, TrainingRuntime | ClusterTrainingRuntime) else None
-    result.extend(validate_runtime_object(runtime, old=old))
-    if req.operation == "UPDATE":
-        # Upstream warns about a deprecated runtime when it is created, not on every later update.
-        stale = deprecation_warning(runtime, referenced=False)
-        result.warnings = [w for w in result.warnings if w.message != stale]
-    return _response(req, result)
+    # On UPDATE the deprecation warning is left out, as upstream does (it warns when the runtime is created).
+    result.extend(validate_objects([Subject(runtime, pruned, old=old)])[0])
+    response = _response(req, result)
+    if response.allowed:
+        namespaced = runtime.kind == c.KIND_TRAINING_RUNTIME
+        namespace = (runtime.metadata.namespace or req.namespace) if namespaced else None
+        try:
+            policy = await policy_of(namespace, namespace_lookup)
+        except NamespaceLookupFailed as exc:
+            raise LookupFailed(str(exc)) from exc
+        response.warnings += review_runtime_pods(runtime, policy)
+    return response
 
 
 def default_trainjob(req: Request, clock: Clock) -> Response:

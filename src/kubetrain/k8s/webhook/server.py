@@ -24,6 +24,7 @@ from aiohttp import web
 
 from kubetrain.k8s.webhook import names
 from kubetrain.k8s.webhook.admission import BadReview, Request, Response
+from kubetrain.k8s.webhook.podsecurity import NamespaceLookup
 from kubetrain.k8s.webhook.review import (
     Clock,
     JobSetLookup,
@@ -81,7 +82,10 @@ def _handler(
         details = [w.detail for w in warnings if w.shortened]
         if not details:
             return
-        resp.warnings = [w.text for w in warnings]
+        # The findings' warnings come first; others (Pod Security) are already brief and stay as they are.
+        plain = [w.text for w in admission_warnings(resp.warning_findings, events=False)]
+        if resp.warnings[: len(plain)] == plain:
+            resp.warnings = [w.text for w in warnings] + resp.warnings[len(plain) :]
         task: asyncio.Task[None] = asyncio.create_task(warning_events(req, details))
         background.add(task)
         task.add_done_callback(background.discard)
@@ -124,13 +128,16 @@ def make_app(
     clock: Clock = _utcnow,
     latencies: Latencies | None = None,
     warning_events: WarningEvents | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
 ) -> web.Application:
     """The webhook routes (upstream's paths) plus ``/healthz`` and ``/readyz``.
 
     ``runtime_lookup(kind, name, namespace)`` returns the live runtime (a model or its dict) or None;
     ``jobset_lookup(name, namespace)`` the live JobSet dict or None (used when runtime patches change);
     ``clock`` stamps ``runtimePatches[].time``; ``warning_events`` records the complete text of warnings that
-    had to be shortened (without it, warnings are only shortened).
+    had to be shortened (without it, warnings are only shortened); ``namespace_lookup(name)`` returns a
+    namespace's labels (or None), for its ``pod-security.kubernetes.io/*`` levels (without it: Pod Security
+    warnings at baseline, no enforcement).
     """
     lat = latencies or Latencies()
     app = web.Application(client_max_size=MAX_BODY)
@@ -138,15 +145,18 @@ def make_app(
     app[READY] = asyncio.Event()
 
     async def trainjob(req: Request) -> Response:
-        return await review_trainjob(req, runtime_lookup, jobset_lookup)
+        return await review_trainjob(req, runtime_lookup, jobset_lookup, namespace_lookup)
+
+    async def runtime(req: Request) -> Response:
+        return await review_runtime(req, namespace_lookup)
 
     async def defaulter(req: Request) -> Response:
         return default_trainjob(req, clock)
 
     app.router.add_post(names.MUTATE_TRAINJOB, _handler(defaulter, lat))
     app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat, warning_events))
-    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(review_runtime, lat, warning_events))
-    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(review_runtime, lat, warning_events))
+    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
+    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -246,6 +256,7 @@ async def start(
     host: str = "0.0.0.0",
     port: int = names.DEFAULT_PORT,
     jobset_lookup: JobSetLookup | None = None,
+    namespace_lookup: NamespaceLookup | None = None,
     clock: Clock = _utcnow,
     manage_certs: bool | None = None,
     service: str | None = None,
@@ -274,6 +285,7 @@ async def start(
         adapter = ClientAdapter(client)
         runtime_lookup = runtime_lookup or adapter.runtime
         jobset_lookup = jobset_lookup or adapter.jobset
+        namespace_lookup = namespace_lookup or adapter.namespace_labels
     if runtime_lookup is None:
         raise TypeError("start() needs runtime_lookup or client")
     cert_path = Path(cert_dir or names.DEFAULT_CERT_DIR)
@@ -304,6 +316,7 @@ async def start(
         runtime_lookup,
         jobset_lookup=jobset_lookup,
         clock=clock,
+        namespace_lookup=namespace_lookup,
         warning_events=warning_events or (adapter.warning_event if adapter is not None else None),
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)  # no access log: one line per review

@@ -31,8 +31,8 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class ClientAdapter:
-    """``runtime`` and ``jobset`` are a ``RuntimeLookup`` and a ``JobSetLookup``; the adapter is a
-    ``CertClient``.
+    """``runtime``, ``jobset`` and ``namespace_labels`` are a ``RuntimeLookup``, a ``JobSetLookup`` and a
+    ``NamespaceLookup``; the adapter is a ``CertClient``.
 
     Lookups go to the API server (not a cache) on purpose: the webhook must see a runtime created a moment
     ago, as upstream's live GET does.
@@ -87,6 +87,15 @@ class ClientAdapter:
             await self.client.create(event, resource=r.EVENT)
         except ApiError as exc:
             log.warning("could not record the admission warning event for %s %s: %s", obj.get("kind"), name, exc)
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """A namespace's labels (its ``pod-security.kubernetes.io/*`` levels); None when it does not exist."""
+        try:
+            ns = await self.client.get(r.NAMESPACE, name)
+        except NotFound:
+            return None
+        labels = (ns.get("metadata") or {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -20,6 +20,7 @@ import yaml
 from aiohttp import web
 
 from kubetrain.k8s.client.resources import KNOWN, Resource
+from kubetrain.testing.fakeapi.podlogs import PodLogs
 from kubetrain.testing.fakeapi.store import Store, StoreError
 
 _STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "customresourcedefinitions"}
@@ -63,6 +64,8 @@ class FakeApiServer:
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.store = Store(resources or default_resources(), history=history)
+        self.pod_logs = PodLogs(self.store)
+        """Containers' logs: tests write them (``pod_logs.write``) as a container runtime would."""
         self.ssl_context = ssl_context
         """Serve HTTPS with this context (e.g. one requiring client certificates, as a kube-apiserver can)."""
         self.token = token
@@ -180,7 +183,7 @@ class FakeApiServer:
             s = self.store
             if request.method == "GET":
                 if sub == "log":
-                    return web.Response(text=s.logs.get((ns or "", name or ""), ""), content_type="text/plain")
+                    return await self.pod_logs.serve(request, ns or "", name or "")
                 if name is not None:
                     return web.json_response(s.get(group, plural, ns, name))
                 if q.get("watch") in ("1", "true"):

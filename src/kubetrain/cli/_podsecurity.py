@@ -1,0 +1,59 @@
+"""The Pod Security part of ``kubetrain validate``: one report per runtime and per TrainJob, and the findings
+that keep their pods from the chosen level as warnings (tagged with object and file:line)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubetrain.api.errors import Result
+from kubetrain.api.loader import Manifest
+from kubetrain.api.podsecurity import Level
+from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.cli._common import Source, tag
+from kubetrain.compiler import resolve_runtime
+from kubetrain.compiler.podsecurity import PodSecurityReport, lint_runtime, lint_trainjob
+
+
+def _key(kind: str, name: str, namespace: str | None) -> tuple[str, str, str | None]:
+    return (kind, name, (namespace or "default") if kind == "TrainingRuntime" else None)
+
+
+def pod_security(
+    objects: Sequence[Manifest],
+    sources: Sequence[Source],
+    catalog: Sequence[AnyRuntime],
+    level: Level,
+    reports: list[PodSecurityReport],
+) -> Result:
+    """Append a report per runtime and TrainJob to ``reports``; return the findings below ``level``.
+
+    A TrainJob repeats none of the findings already reported for its runtime in the same run: the fix
+    belongs to the runtime, and one warning per failed check is enough.
+    """
+    runtime_reports = {
+        id(obj): lint_runtime(obj) for obj in objects if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime)
+    }
+    reported = {_key(r.kind, r.name, r.namespace): {f.path for f in r.findings} for r in runtime_reports.values()}
+    result = Result()
+    for obj, source in zip(objects, sources, strict=True):
+        origin = None
+        if id(obj) in runtime_reports:
+            report = runtime_reports[id(obj)]
+            shown = report.violations(level)
+        elif isinstance(obj, TrainJob):
+            runtime, _ = resolve_runtime(obj, catalog)
+            if runtime is None:
+                reports.append(PodSecurityReport("TrainJob", obj.name, obj.namespace, None, error="runtime not found"))
+                continue
+            report = lint_trainjob(obj, runtime)
+            known = reported.get(_key(runtime.kind, runtime.name, runtime.metadata.namespace), set())
+            shown = [f for f in report.violations(level) if f.path not in known]
+            origin = f"{runtime.kind} {runtime.name}"
+        else:
+            continue
+        reports.append(report)
+        found = Result()
+        found.add(f.to_finding(origin) for f in shown)
+        result.extend(tag(found, obj, source))
+    return result

@@ -1,0 +1,294 @@
+"""``kubetrain get``: TrainJobs and runtimes as kubectl lists them (names, ``-l``, ``--sort-by``, ``-w``, ...)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
+from kubetrain.api import constants as c
+from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.suggest import not_found_hint
+from kubetrain.api.views import StateView
+from kubetrain.cli import jsonpath
+from kubetrain.cli._backend import select_backend, with_backend_options
+from kubetrain.cli._common import fail
+from kubetrain.cli.backend import Backend
+from kubetrain.cli.output import age, dump_objects, error_line, nodes, plain_table
+
+TRAINJOB_KINDS = ("trainjobs", "trainjob", "tj")
+RUNTIME_KINDS = (
+    "runtimes",
+    "runtime",
+    "trainingruntimes",
+    "trainingruntime",
+    "clustertrainingruntimes",
+    "clustertrainingruntime",
+    "ctr",
+    "tr",
+)
+
+
+def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool) -> list[str]:
+    row = ([j.namespace] if all_ns else []) + [
+        j.name,
+        j.spec.runtime_ref.name,
+        st.state,
+        nodes(j),
+        age(j.metadata.creation_timestamp),
+    ]
+    if wide:
+        js = (j.status.jobs_status if j.status else None) or []
+        row += [
+            st.reason or "-",
+            ", ".join(f"{s.name}(active={s.active},ok={s.succeeded},failed={s.failed})" for s in js) or "-",
+            st.message or "-",
+        ]
+    return row
+
+
+def _trainjob_headers(all_ns: bool, wide: bool) -> list[str]:
+    cols = (["NAMESPACE"] if all_ns else []) + ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+    return cols + (["REASON", "JOBS", "MESSAGE"] if wide else [])
+
+
+def _runtime_row(r: AnyRuntime, all_ns: bool, wide: bool) -> list[str]:
+    ml = r.spec.ml_policy
+    labels = r.metadata.labels or {}
+    ns = r.metadata.namespace or "" if r.kind != c.KIND_CLUSTER_TRAINING_RUNTIME else ""
+    row = ([ns] if all_ns else []) + [
+        r.kind,
+        r.name,
+        labels.get(c.LABEL_FRAMEWORK, "-"),
+        str(ml.num_nodes or 1) if ml else "-",
+    ]
+    if wide:
+        row += [",".join(ml.frameworks()) if ml else "-", labels.get(c.LABEL_SUPPORT, "-")]
+    return row
+
+
+def _sorted(objs: list[Any], wires: list[dict[str, Any]], sort_by: str | None) -> list[int]:
+    order = list(range(len(objs)))
+    if sort_by:
+        path = jsonpath.parse(sort_by, "--sort-by")
+        order.sort(key=lambda i: jsonpath.sort_key(jsonpath.get(wires[i], path)))
+    return order
+
+
+def _print_names(kind: str, names: list[str]) -> None:
+    for n in names:
+        click.echo(f"{kind}.{c.GROUP}/{n}")
+
+
+def get_trainjobs(
+    backend: Backend,
+    names: tuple[str, ...],
+    namespace: str,
+    all_ns: bool,
+    output: str,
+    selector: str | None,
+    sort_by: str | None,
+    no_headers: bool,
+    watch: bool,
+) -> int:
+    ns = None if all_ns else namespace
+    rc = 0
+    jobs: list[TrainJob] = []
+    if names:
+        for name in names:
+            try:
+                jobs.append(backend.get_trainjob(name, namespace))
+            except KubetrainError as exc:
+                error_line(str(exc))
+                rc = 1
+    else:
+        jobs = backend.list_trainjobs(ns, selector)
+    wires = [j.to_wire() for j in jobs]
+    order = _sorted(jobs, wires, sort_by)
+    jobs, wires = [jobs[i] for i in order], [wires[i] for i in order]
+    wide = output == "wide"
+    if output in ("yaml", "json"):
+        if jobs or not names:
+            dump_objects(wires, output)
+    elif output == "name":
+        _print_names("trainjob", [j.name for j in jobs])
+    elif jobs:
+        states = backend.states(jobs)
+        rows = [_trainjob_row(j, st, all_ns, wide) for j, st in zip(jobs, states, strict=True)]
+        click.echo(plain_table(_trainjob_headers(all_ns, wide), rows, no_headers=no_headers), nl=False)
+    elif not names and not watch:
+        where = "any namespace" if ns is None else f"namespace {ns}"
+        click.echo(f"No TrainJobs found in {where}.", err=True)
+    if watch:
+        shown: list[list[str]] = []
+        if output not in ("yaml", "json", "name") and jobs:
+            shown = [_trainjob_row(j, st, all_ns, wide) for j, st in zip(jobs, states, strict=True)]
+        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, shown)
+    return rc
+
+
+def _watch(
+    backend: Backend,
+    namespace: str | None,
+    names: list[str] | None,
+    selector: str | None,
+    output: str,
+    all_ns: bool,
+    wide: bool,
+    no_headers: bool,
+    shown: list[list[str]],
+) -> None:
+    """Print each change as one more row (or one more document), until Ctrl-C. ``shown`` are the rows the list
+    printed: the watch's first report of those same rows is not repeated, and new rows keep their columns."""
+    headers = _trainjob_headers(all_ns, wide)
+    widths: list[int] | None = None
+    if shown:
+        widths = [max(len(r[i]) for r in [headers, *shown]) for i in range(len(headers))]
+    age = headers.index("AGE")
+
+    def key(r: list[str]) -> tuple[str, ...]:
+        return tuple(r[:age] + r[age + 1 :])  # the age moves on by itself; it is not a change
+
+    unseen = {key(r) for r in shown}
+    initial = True
+    for item in backend.watch_trainjobs(namespace, names=names, selector=selector):
+        if item is None:
+            initial = False
+            continue
+        if initial and item.type == "ADDED" and output in ("yaml", "json", "name"):
+            continue  # the list above showed it, as kubectl does
+        row = _trainjob_row(item.trainjob, item.state, all_ns, wide)
+        if item.type == "ADDED" and key(row) in unseen:
+            unseen.discard(key(row))
+            continue
+        if output in ("yaml", "json"):
+            dump_objects([item.trainjob.to_wire()], output)
+            if output == "yaml":
+                click.echo("---")
+        elif output == "name":
+            _print_names("trainjob", [item.trainjob.name])
+        else:
+            if widths is None:
+                widths = [max(len(h), len(v)) for h, v in zip(headers, row, strict=True)]
+                if not no_headers:
+                    click.echo("   ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+            click.echo("   ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        sys.stdout.flush()
+
+
+def get_runtimes(
+    backend: Backend,
+    names: tuple[str, ...],
+    namespace: str,
+    all_ns: bool,
+    output: str,
+    selector: str | None,
+    sort_by: str | None,
+    no_headers: bool,
+    kind: str,
+) -> int:
+    ns = None if all_ns else namespace
+    rts = backend.list_runtimes(ns)
+    if kind in ("trainingruntimes", "trainingruntime", "tr"):
+        rts = [r for r in rts if r.kind == c.KIND_TRAINING_RUNTIME]
+    elif kind in ("clustertrainingruntimes", "clustertrainingruntime", "ctr"):
+        rts = [r for r in rts if r.kind == c.KIND_CLUSTER_TRAINING_RUNTIME]
+    if selector:
+        sel = parse_selector(selector)
+        rts = [r for r in rts if sel.matches(r.metadata.labels)]
+    rc = 0
+    if names:
+        chosen = []
+        for name in names:
+            found = [r for r in rts if r.name == name]
+            if not found:
+                hint = not_found_hint(name, [r.name for r in rts], "`kubetrain get runtimes -A` lists them")
+                error_line(f'runtime "{name}" not found{hint}')
+                rc = 1
+            chosen += found
+        rts = chosen
+    wires = [r.to_wire() for r in rts]
+    order = _sorted(rts, wires, sort_by)
+    rts, wires = [rts[i] for i in order], [wires[i] for i in order]
+    if output in ("yaml", "json"):
+        dump_objects(wires, output)
+        return rc
+    if output == "name":
+        for r in rts:
+            click.echo(f"{r.kind.lower()}.{c.GROUP}/{r.name}")
+        return rc
+    wide = output == "wide"
+    headers = (["NAMESPACE"] if all_ns else []) + ["KIND", "NAME", "FRAMEWORK", "NODES"]
+    headers += ["ML POLICY", "SUPPORT"] if wide else []
+    if rts:
+        rows = [_runtime_row(r, all_ns, wide) for r in rts]
+        click.echo(plain_table(headers, rows, no_headers=no_headers), nl=False)
+    elif not names:
+        click.echo("No runtimes found.", err=True)
+    return rc
+
+
+def register(group: click.Group) -> None:
+    @group.command("get")
+    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS))
+    @click.argument("names", nargs=-1)
+    @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["table", "wide", "yaml", "json", "name"]),
+        default="table",
+        help="wide adds REASON, JOBS and MESSAGE columns (never truncated).",
+    )
+    @click.option("-l", "--selector", default=None, help="Label selector, e.g. team=a,env!=dev.")
+    @click.option("--sort-by", default=None, help="JSONPath to sort by, e.g. '{.metadata.creationTimestamp}'.")
+    @click.option("--no-headers", is_flag=True, help="Do not print the header row.")
+    @click.option("-w", "--watch", is_flag=True, help="After listing, print each change until Ctrl-C.")
+    @with_backend_options
+    def get(
+        kind: str,
+        names: tuple[str, ...],
+        all_namespaces: bool,
+        output: str,
+        selector: str | None,
+        sort_by: str | None,
+        no_headers: bool,
+        watch: bool,
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
+    ) -> None:
+        """List TrainJobs (NAME RUNTIME STATE NODES AGE) or runtimes, like kubectl get.
+
+        STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
+        Complete or Failed; -o wide adds the reason.
+
+        \b
+        Examples:
+          kubetrain get trainjobs
+          kubetrain get tj job-a job-b -o wide
+          kubetrain get trainjobs -A -l team=vision --sort-by '{.metadata.creationTimestamp}'
+          kubetrain get trainjobs -w
+          kubetrain get runtimes -A
+        """
+        if names and selector:
+            fail("a name and --selector cannot be used together", "give names or a selector (-l), not both")
+        backend = select_backend(kubeconfig, context)
+        try:
+            if kind in TRAINJOB_KINDS:
+                rc = get_trainjobs(
+                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, watch
+                )
+            else:
+                if watch:
+                    fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
+                rc = get_runtimes(
+                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, kind
+                )
+        except KubetrainError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            sys.exit(130)  # the way out of -w
+        sys.exit(rc)

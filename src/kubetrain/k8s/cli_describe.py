@@ -1,0 +1,111 @@
+"""``kubetrain describe trainjob`` on a cluster: steps, state with its reason, the events of every object the
+TrainJob owns (TrainJob, JobSet, Jobs, PodGroup, pods) and the last log lines and exit code of failed steps."""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+from kubetrain.api import TrainJob
+from kubetrain.api import constants as c
+from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
+from kubetrain.api.views import StepView, TrainJobDetails
+from kubetrain.k8s.client import ApiError, Client, NotFound
+from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.steps import (
+    events_for,
+    jobset_reason,
+    log_container,
+    newest_per_step,
+    podgroup_reason,
+    step_view,
+)
+
+FAILURE_LINES = 20
+EVENT_KINDS = {"TrainJob", "JobSet", "Job", "PodGroup", "Pod"}
+
+
+def _failed(view: StepView) -> bool:
+    return view.state == "Failed" or bool(view.exit_code) or view.reason in ("CrashLoopBackOff", "Error")
+
+
+async def _last_lines(client: Client, pod: dict[str, Any], namespace: str, previous: bool) -> list[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    parts: list[str] = []
+    async for chunk in client.pod_log_chunks(
+        pod["metadata"]["name"],
+        namespace,
+        container=log_container(pod),
+        tail_lines=FAILURE_LINES,
+        previous=previous,
+        limit_bytes=64 * 1024,  # twenty lines, not twenty megabytes of one runaway line
+    ):
+        parts.append(decoder.decode(chunk))
+    text = "".join(parts) + decoder.decode(b"", final=True)
+    return text.splitlines()[-FAILURE_LINES:]
+
+
+async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]]) -> TrainJobDetails:
+    name, namespace = tj.name, tj.namespace
+    pods = newest_per_step(raw_pods)
+    views = [step_view(p) for p in pods]
+    extra: dict[str, Any] = {}
+    jobset: dict[str, Any] | None = None
+    try:
+        jobset = await client.get(r.JOBSET, name, namespace)
+        status = jobset.get("status") or {}
+        conds = [f"{x.get('type')}={x.get('status')}" for x in status.get("conditions") or []]
+        suspended = "true" if (jobset.get("spec") or {}).get("suspend") else "false"
+        extra["JobSet"] = f"{name} (suspend={suspended}; conditions: {', '.join(conds) or 'none'})"
+        restarts = status.get("restarts")
+        if restarts:
+            extra["JobSet restarts"] = restarts
+    except ApiError:
+        extra["JobSet"] = "(none)"
+    podgroup_names: set[str] = set()
+    for res in (r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP):
+        try:
+            pg = await client.get(res, name, namespace)
+        except ApiError:
+            continue
+        podgroup_names.add(name)
+        phase = (pg.get("status") or {}).get("phase") or "Pending"
+        extra["PodGroup"] = f"{res.group}/{name} phase={phase} minMember={(pg.get('spec') or {}).get('minMember')}"
+        why = podgroup_reason(pg)
+        if why:
+            extra["PodGroup"] += f" ({why})"
+    no_pods = (jobset_reason(jobset) if jobset else "no JobSet yet") or ""
+    state = trainjob_state(tj, views, expected_trainer_pods=expected_trainer_pods(jobset), no_pods_reason=no_pods)
+    try:
+        events, _ = await client.list(r.EVENT, namespace)
+    except ApiError:
+        events = []
+    jobs = {
+        ref.get("name", "")
+        for p in raw_pods
+        for ref in (p.get("metadata") or {}).get("ownerReferences") or []
+        if ref.get("kind") == "Job"
+    }
+    names = {name, *podgroup_names, *jobs, *((p.get("metadata") or {}).get("name", "") for p in raw_pods)}
+    failure_logs: dict[str, list[str]] = {}
+    for pod, view in zip(pods, views, strict=True):
+        if not _failed(view):
+            continue
+        previous = view.state == "Running" and view.restarts > 0
+        try:
+            failure_logs[view.name] = await _last_lines(client, pod, namespace, previous)
+        except NotFound:
+            failure_logs[view.name] = ["(log gone with the pod)"]
+        except ApiError as exc:
+            failure_logs[view.name] = [f"(log not available: {exc.message or exc.reason})"]
+    extra["Pods"] = ", ".join(sorted(p["metadata"]["name"] for p in raw_pods)) or "(none)"
+    labels = {c.LABEL_JOBSET_NAME: name}
+    extra["Pod selector"] = ",".join(f"{k}={v}" for k, v in labels.items())
+    return TrainJobDetails(
+        trainjob=tj,
+        steps=views,
+        events=events_for(events, names, EVENT_KINDS),
+        extra=extra,
+        state=state,
+        failure_logs=failure_logs,
+    )
