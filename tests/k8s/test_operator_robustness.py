@@ -35,12 +35,15 @@ def test_missing_runtime_sets_a_condition_and_an_event_then_recovers() -> None:
             cond = await wait_for(lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition")
             assert cond["status"] == "True" and cond["reason"] == "BuildFailed"
             assert "not found ClusterTrainingRuntime specified in TrainJob" in cond["message"]
-            events = env.items("events", group="")
-            assert any(
-                e["reason"] == "TrainJobResourcesCreationFailed"
-                and e["type"] == "Warning"
-                and e["message"].startswith("TrainJob resources reconciliation failed: ")
-                for e in events
+            # The Event is written after the status: wait for it rather than race it.
+            await wait_for(
+                lambda: any(
+                    e["reason"] == "TrainJobResourcesCreationFailed"
+                    and e["type"] == "Warning"
+                    and e["message"].startswith("TrainJob resources reconciliation failed: ")
+                    for e in env.items("events", group="")
+                ),
+                what="the Warning Event",
             )
             await env.client.create(torch_runtime("late"))
             await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet after runtime appears")

@@ -142,3 +142,27 @@ def test_the_event_names_the_object_and_carries_the_complete_text() -> None:
             )
 
     run(body)
+
+
+def test_pod_security_warnings_stay_next_to_a_shortened_one() -> None:
+    """Pod Security findings are brief already; pointing the shortened warning at its Event must keep them."""
+    old = _runtime("old-torch", **DEPRECATED)
+    pod = old.spec.template.spec.replicated_jobs[0].template.spec.template.spec
+    pod["containers"][0]["securityContext"] = {"privileged": True}
+
+    async def lookup(kind: str, name: str, namespace: str | None) -> Any:
+        return old
+
+    async def sink(req: Request, details: list[str]) -> None:
+        return None
+
+    async def body() -> None:
+        app = make_app(lookup, warning_events=sink)
+        async with TestClient(TestServer(app)) as http:
+            resp = await http.post(names.VALIDATE_TRAINJOB, data=json.dumps(_review(trainjob(runtime="old-torch"))))
+            warnings = (await resp.json())["response"]["warnings"]
+        assert warnings[0].startswith("deprecated runtime: ") and warnings[0].endswith(SEE_EVENTS)
+        assert any(w.startswith("PodSecurity baseline: ") and "privileged" in w for w in warnings[1:]), warnings
+        assert all(len(w) <= MAX_LENGTH for w in warnings)
+
+    run(body)
