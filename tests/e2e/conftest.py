@@ -379,8 +379,10 @@ def webhook(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[Webhook
 
 def operator_service_account(namespace: str, tmp_path: Path) -> str:
     """A kubeconfig that acts as ServiceAccount ``kubetrain-operator`` in ``namespace`` (admin credentials plus
-    impersonation, like ``kubectl --as``), with exactly the roles ``manifests/rbac`` binds to that account:
-    ClusterRoles as shipped, namespaced Roles moved from kubeflow-system into ``namespace``."""
+    impersonation, like ``kubectl --as``), with exactly the rules ``manifests/rbac`` binds to that account:
+    ClusterRoles copied under a name of this test's own (so no installed object is touched), namespaced Roles
+    moved from kubeflow-system into ``namespace``. The cluster-scoped copies go with ``namespace``'s deletion
+    only if the caller removes them: see :func:`remove_operator_service_account`."""
     docs = [d for p in sorted((REPO / "manifests" / "rbac").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
     docs = [d for d in docs if d and d.get("kind") in RBAC]
     sa_name = "kubetrain-operator"
@@ -394,23 +396,28 @@ def operator_service_account(namespace: str, tmp_path: Path) -> str:
     wanted = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings}
     roles = [d for d in docs if not d["kind"].endswith("Binding") and (d["kind"], d["metadata"]["name"]) in wanted]
     assert {("ClusterRole", "kubetrain-operator")} <= {(d["kind"], d["metadata"]["name"]) for d in roles}
-    suffix = uuid.uuid4().hex[:5]
+    suffix = f"e2e-{namespace}"
+
+    def renamed(kind: str, name: str) -> str:
+        return f"{name}-{suffix}" if kind.startswith("Cluster") else name
 
     async def install(client: Client) -> None:
         account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa_name, "namespace": namespace}}
         await client.create(account, resource=SA)
         for role in roles:
             role = dict(role, metadata=dict(role["metadata"]))
+            role["metadata"]["name"] = renamed(role["kind"], role["metadata"]["name"])
             if role["kind"] == "Role":
                 role["metadata"]["namespace"] = namespace
             await ssa(client, role, RBAC[role["kind"]])
         for binding in bindings:
             binding = dict(binding, metadata=dict(binding["metadata"]))
             binding["subjects"] = [dict(s, namespace=namespace) for s in binding["subjects"]]
+            ref = binding["roleRef"]
+            binding["roleRef"] = dict(ref, name=renamed(ref["kind"], ref["name"]))
+            binding["metadata"]["name"] = renamed(binding["kind"], binding["metadata"]["name"])
             if binding["kind"] == "RoleBinding":
                 binding["metadata"]["namespace"] = namespace
-            else:
-                binding["metadata"]["name"] = f"{binding['metadata']['name']}-e2e-{suffix}"
             await ssa(client, binding, RBAC[binding["kind"]])
 
     call(install)
@@ -430,6 +437,29 @@ def operator_service_account(namespace: str, tmp_path: Path) -> str:
     path.write_text(yaml.safe_dump(doc))
     path.chmod(0o600)
     return str(path)
+
+
+def remove_operator_service_account(namespace: str) -> None:
+    """Delete the cluster-scoped copies :func:`operator_service_account` made for ``namespace``."""
+    suffix = f"-e2e-{namespace}"
+
+    async def go(client: Client) -> None:
+        for kind in ("ClusterRoleBinding", "ClusterRole"):
+            items, _ = await client.list(RBAC[kind])
+            for item in items:
+                if item["metadata"]["name"].endswith(suffix):
+                    await client.delete(RBAC[kind], item["metadata"]["name"], missing_ok=True)
+
+    call(go)
+
+
+@pytest.fixture
+def operator_account(fresh_namespace: str, tmp_path: Path) -> Iterator[str]:
+    """``operator_service_account`` for ``fresh_namespace``, removed afterwards."""
+    try:
+        yield operator_service_account(fresh_namespace, tmp_path)
+    finally:
+        remove_operator_service_account(fresh_namespace)
 
 
 # --- objects ---

@@ -23,7 +23,6 @@ from tests.e2e.conftest import (
     complete_jobset,
     conditions,
     get,
-    operator_service_account,
     setup_runtime,
     start_webhook,
     stop_webhook,
@@ -37,13 +36,13 @@ PLUGIN = REPO / "tests" / "k8s" / "fake_exec_plugin.py"
 
 
 def test_the_operator_works_with_exactly_the_shipped_cluster_role(
-    kubeconfig: str, fresh_namespace: str, tmp_path: Path
+    kubeconfig: str, fresh_namespace: str, operator_account: str, tmp_path: Path
 ) -> None:
     """Everything a TrainJob's life needs, done as system:serviceaccount:<ns>:kubetrain-operator with only the
     roles manifests/rbac binds to it: watch all namespaces, snapshot, JobSet, status, events, lease, the
     webhook's lookups, suspend/resume, the deadline's JobSet delete, and the legacy runtime finalizer."""
     ns = fresh_namespace
-    as_operator = operator_service_account(ns, tmp_path)
+    as_operator = operator_account
     hook = start_webhook(as_operator, ns, tmp_path / "certs", all_namespaces=True)  # cluster-wide, as deployed
     try:
         rt = setup_runtime(ns)
@@ -150,11 +149,11 @@ def test_cli_and_operator_authenticate_through_an_exec_plugin(
     assert json.loads(calls[0])["info"]["spec"]["cluster"]["server"].startswith("https://")
 
 
-def test_impersonation_is_really_restricted(kubeconfig: str, fresh_namespace: str, tmp_path: Path) -> None:
+def test_impersonation_is_really_restricted(kubeconfig: str, fresh_namespace: str, operator_account: str) -> None:
     """The RBAC test above only proves something if impersonation narrows what the admin may do."""
     from kubetrain.k8s.client import ApiError
 
-    as_operator = operator_service_account(fresh_namespace, tmp_path)
+    as_operator = operator_account
 
     async def delete_namespace(client: Client) -> ApiError:
         try:
