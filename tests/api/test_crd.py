@@ -468,7 +468,7 @@ def test_a_rule_for_a_renamed_field_fails_generation(monkeypatch: pytest.MonkeyP
     from kubetrain.api import crd
     from kubetrain.api.trainjob import Trainer
 
-    monkeypatch.setitem(crd._FIELD_RULES, (Trainer, "num_gpus"), [{"rule": "true", "message": "x"}])
+    monkeypatch.setitem(crd.tables.FIELD_RULES, (Trainer, "num_gpus"), [{"rule": "true", "message": "x"}])
     with pytest.raises(LookupError):
         crd.generate_crds()
 

@@ -25,7 +25,7 @@ def _upstream_definitions() -> dict[str, Any]:
 
 def render(defs: dict[str, Any]) -> str:
     doc = {"kubernetesVersion": k8sschema.K8S_VERSION, "source": "kubernetes-validate", "definitions": defs}
-    return json.dumps(doc, separators=(",", ":")) + "\n"
+    return json.dumps(doc, indent=1) + "\n"  # one field per line: a version bump reviews as a diff
 
 
 def test_packaged_definitions_are_generated_from_kubernetes_validate() -> None:
