@@ -248,6 +248,8 @@ async def bench(args: argparse.Namespace) -> str:
         f"- Idle p99 **{p99_idle_ms:.1f} ms** (target ≤ 500 ms: {'met' if p99_idle_ms <= 500 else 'missed'}).",
         f"- Operator peak RSS (VmHWM) **{rss:.1f} MiB** at {args.n + args.idle:,} TrainJobs "
         f"(target ≤ 150 MiB: {'met' if rss <= 150 else 'missed'}).",
+        f"- Machine load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work "
+        "on the machine slows the operator's compiles and the server alike; the QPS ratio assumes idle cores).",
     ]
     return "\n".join(lines)
 
