@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 install: system-deps $(STAMP)
 
 demo: install
-	$(BIN)/kubetrain run -f examples/quickstart/trainjob.yaml
+	$(BIN)/kubetrain run --replace -f examples/quickstart/trainjob.yaml
 
 test: install
 	$(BIN)/pytest -q

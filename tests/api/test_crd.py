@@ -101,8 +101,15 @@ def test_three_crds_with_names_scope_and_short_names() -> None:
         )
 
 
-def test_only_trainjob_has_a_status_subresource() -> None:
-    assert CRDS["TrainJob"]["spec"]["versions"][0]["subresources"] == {"status": {}}
+def test_only_trainjob_has_status_and_scale_subresources() -> None:
+    assert CRDS["TrainJob"]["spec"]["versions"][0]["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.trainer.numNodes",
+            "statusReplicasPath": ".status.numNodes",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     assert "subresources" not in CRDS["TrainingRuntime"]["spec"]["versions"][0]
     assert "subresources" not in CRDS["ClusterTrainingRuntime"]["spec"]["versions"][0]
 

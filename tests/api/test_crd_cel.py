@@ -144,7 +144,6 @@ def test_trainer_num_proc_per_node(value: Any, messages: list[str]) -> None:
     [
         ("runtimeRef", {"name": "other"}),
         ("initializer", {"dataset": {"storageUri": "hf://x/y"}}),
-        ("trainer", {"numNodes": 3}),
         ("activeDeadlineSeconds", 60),
         ("managedBy", "kueue.x-k8s.io/multikueue"),
     ],
@@ -162,6 +161,33 @@ def test_immutable_on_update(field: tuple[str, Any]) -> None:
     new["spec"][name] = new_value
     assert cel("TrainJob", new, old) == [f".spec.{name}: field is immutable"]
     assert cel("TrainJob", copy.deepcopy(old), old) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"image": "x:2"}, "image"),
+        ({"command": ["python"]}, "command"),
+        ({"env": []}, "env"),
+        ({"numProcPerNode": 4}, "numProcPerNode"),
+        ({"resourcesPerNode": {"limits": {"cpu": "2"}}}, "resourcesPerNode"),
+        ({"args": ["--x"]}, "args"),  # added: absent before
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_trainer_is_immutable_but_num_nodes(change: dict[str, Any], field: str) -> None:
+    old = trainjob(trainer={"numNodes": 2, "image": "x:1", "command": ["torchrun"], "env": [{"name": "A"}],
+                            "numProcPerNode": 2})
+    new = copy.deepcopy(old)
+    new["spec"]["trainer"].update(change)
+    assert cel("TrainJob", new, old) == [
+        f".spec.trainer: field is immutable: {field} cannot change (only numNodes may, for an elastic runtime)"
+    ]
+    scaled = copy.deepcopy(old)
+    scaled["spec"]["trainer"]["numNodes"] = 5  # what the scale subresource writes; the webhook checks the range
+    assert cel("TrainJob", scaled, old) == []
+    del scaled["spec"]["trainer"]["numNodes"]
+    assert cel("TrainJob", scaled, old) == []
 
 
 def test_suspend_and_patches_stay_mutable_but_a_patch_manager_does_not_change() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubetrain.api import constants as c
@@ -57,10 +59,21 @@ def test_num_nodes_zero_is_accepted_negative_rejected_at_load() -> None:
 @pytest.mark.parametrize("field", ["runtimeRef", "managedBy", "trainer", "initializer", "activeDeadlineSeconds"])
 def test_immutable_fields(field: str) -> None:
     old = TrainJobBuilder().build()
-    changes = {"runtimeRef": {"name": "other"}, "managedBy": c.MANAGED_BY_MULTIKUEUE, "trainer": {"numNodes": 3},
+    changes = {"runtimeRef": {"name": "other"}, "managedBy": c.MANAGED_BY_MULTIKUEUE, "trainer": {"image": "x:1"},
                "initializer": {"dataset": {"storageUri": "hf://x"}}, "activeDeadlineSeconds": 5}
     new = TrainJobBuilder().spec(**{field: changes[field]}).build()
     assert errors(validate_trainjob_object(new, old=old)) == {f"spec.{field}": "field is immutable"}
+
+
+def test_num_nodes_is_the_trainer_field_that_may_change() -> None:
+    # Whether it may change for this TrainJob depends on its runtime (elastic or not): the compiler decides.
+    old = TrainJobBuilder().trainer(numNodes=2, image="x:1").build()
+    assert validate_trainjob_object(TrainJobBuilder().trainer(numNodes=3, image="x:1").build(), old=old).ok
+    assert validate_trainjob_object(TrainJobBuilder().trainer(image="x:1").build(), old=old).ok
+    # A trainer that only carries numNodes appears or disappears without touching anything immutable.
+    assert validate_trainjob_object(TrainJobBuilder().trainer(numNodes=3).build(), old=TrainJobBuilder().build()).ok
+    changed = TrainJobBuilder().trainer(numNodes=3, image="x:2").build()
+    assert errors(validate_trainjob_object(changed, old=old)) == {"spec.trainer": "field is immutable"}
 
 
 def test_runtime_patches_change_only_while_suspended() -> None:
@@ -221,3 +234,29 @@ def test_resources_per_node_merged_into_the_runtime_container_must_stay_valid() 
     found = errors(validate_trainjob(tj, rt))
     assert found["spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]"] == (
         "after merging into the runtime's node container: must be equal to nvidia.com/gpu limit of 1")
+
+
+@pytest.mark.parametrize(
+    ("metric", "path", "message"),
+    [
+        ({"type": "Cpu"}, "[0].type", "must be one of Resource, ContainerResource, Pods, Object, External, got 'Cpu'"),
+        ({"type": "Resource"}, "[0].resource", "a Resource metric needs `resource`"),
+        ({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization"}}},
+         "[0].resource.target.averageUtilization", "a Utilization target needs averageUtilization"),
+        ({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 0}}},
+         "[0].resource.target.averageUtilization", "must be a whole percentage of at least 1, got 0"),
+        ({"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "Utilization",
+                                                                          "averageUtilization": 5}}},
+         "[0].pods.target.type", "Utilization is a percentage of the pods' requests: only Resource and "
+         "ContainerResource metrics have it"),
+        ({"type": "External", "external": {"metric": {}, "target": {"type": "Value", "value": "1"}}},
+         "[0].external.metric.name", "the metric name is missing"),
+        ({"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue",
+                                                                          "averageValue": "lots"}}},
+         "[0].pods.target.averageValue", "'lots' is not a quantity"),
+    ],
+)
+def test_elastic_metrics_are_metric_specs(metric: dict[str, Any], path: str, message: str) -> None:
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 4, "metrics": [metric]}}).trainer().build()
+    found = errors(validate_runtime_object(rt))
+    assert found == {"spec.mlPolicy.torch.elasticPolicy.metrics" + path: message}

@@ -141,7 +141,60 @@ def test_elastic_policy_sets_range_and_rendezvous() -> None:
     assert node["PET_MAX_RESTARTS"] == "5"
     assert node["PET_RDZV_BACKEND"] == "c10d"
     assert node["PET_RDZV_ENDPOINT"] == "test-job-node-0-0.test-job:29500"
+    # Workers' store published by rank 0 in every round; a 5 s last call instead of torch's 30 s.
+    assert node["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert node["PET_RDZV_CONF"] == "last_call_timeout=5"
     assert rjob(js, "node")["template"]["spec"]["parallelism"] == 4
+    # maxRestarts also bounds the node pods' own failures.
+    assert rjob(js, "node")["template"]["spec"]["backoffLimit"] == 5
+
+
+def test_elastic_tuning_is_the_users_to_override() -> None:
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 2}}).trainer()
+    tj = TrainJobBuilder().trainer(env=[{"name": "PET_RDZV_CONF", "value": "join_timeout=900"},
+                                        {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}])
+    js = jobset(tj.build(), rt.build())
+    node = env(container(js, "node"))
+    assert node["PET_RDZV_CONF"] == "join_timeout=900"
+    assert node["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
+    # Without maxRestarts the Job keeps Kubernetes' default backoffLimit.
+    assert "backoffLimit" not in rjob(js, "node")["template"]["spec"]
+
+
+def test_elastic_runtime_backoff_limit_wins() -> None:
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 2, "maxRestarts": 1}}).trainer()
+    rt.obj["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 9
+    js = jobset(TrainJobBuilder().build(), rt.build())
+    assert rjob(js, "node")["template"]["spec"]["backoffLimit"] == 9
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "error"),
+    [
+        (2, 3, None),
+        (2, None, None),  # unset: back to maxNodes
+        (None, 1, None),
+        (2, 9, "must be between elasticPolicy minNodes (1) and maxNodes (8), got 9"),
+        (2, 0, "must be between elasticPolicy minNodes (1) and maxNodes (8), got 0"),
+    ],
+)
+def test_elastic_num_nodes_may_change_within_bounds(before: int | None, after: int | None, error: str | None) -> None:
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"minNodes": 1, "maxNodes": 8}}).trainer().build()
+    old = TrainJobBuilder().trainer(numNodes=before).build()
+    result = validate_trainjob(TrainJobBuilder().trainer(numNodes=after).build(), rt, old=old)
+    assert [(e.path, e.message) for e in result.errors] == ([("spec.trainer.numNodes", error)] if error else [])
+
+
+def test_static_num_nodes_may_not_change() -> None:
+    old = TrainJobBuilder().trainer(numNodes=2).build()
+    result = validate_trainjob(TrainJobBuilder().trainer(numNodes=3).build(), torch_runtime().build(), old=old)
+    assert [(e.path, e.message) for e in result.errors] == [
+        (
+            "spec.trainer.numNodes",
+            'numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and ClusterTrainingRuntime '
+            '"test-runtime" has none (numNodes 2 -> 3)',
+        )
+    ]
 
 
 def test_elastic_num_nodes_outside_bounds_is_an_error() -> None:
@@ -164,3 +217,28 @@ def test_master_address_ignores_network_subdomain_but_endpoints_use_it() -> None
     js = jobset(TrainJobBuilder().trainer(numNodes=2).build(), rt.build())
     assert env(container(js, "node"))["PET_MASTER_ADDR"] == "test-job-node-0-0.test-job"
     assert c.DEFAULT_PORT == 29500
+
+
+CPU_80 = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+
+
+def test_elastic_metrics_give_an_hpa_owned_by_the_trainjob() -> None:
+    from tests.builders import compile_objects
+
+    rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"minNodes": 2, "maxNodes": 8, "metrics": [CPU_80]}}).trainer()
+    objects = compile_objects(TrainJobBuilder().trainer(numNodes=3).build(), rt.build())
+    hpa = objects["HorizontalPodAutoscaler/test-job"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"] == {
+        "scaleTargetRef": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "test-job"},
+        "minReplicas": 2,
+        "maxReplicas": 8,
+        "metrics": [CPU_80],
+    }
+    owner = hpa["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainJob", "test-job", True)
+    # The HPA comes after the objects pods need, and only with metrics.
+    assert list(objects)[-1] == "HorizontalPodAutoscaler/test-job"
+    no_metrics = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 8}}).trainer()
+    assert not any(k.startswith("HorizontalPodAutoscaler") for k in compile_objects(TrainJobBuilder().build(),
+                                                                                   no_metrics.build()))

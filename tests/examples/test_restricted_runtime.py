@@ -24,6 +24,7 @@ def test_quickstart_on_the_restricted_runtime(tmp_path: Path) -> None:
     # Locally a pod without workingDir starts in the manifest's directory: put train.py next to it, outside
     # /tmp, which the runtime's emptyDir covers inside the pod.
     work = Path(tempfile.mkdtemp(prefix=".restricted-quickstart-", dir=ROOT))
+    work.chmod(0o755)  # its pods run as uid 1000, which must read train.py like a file of the image
     shutil.copy(ROOT / "examples/quickstart/train.py", work / "train.py")
     manifest = work / "trainjob.yaml"
     manifest.write_text(yaml.safe_dump(job))

@@ -138,6 +138,15 @@ def review(obj: dict[str, Any], kind: str, operation: str = "CREATE", old: dict[
     }
 
 
+def scale_review(name: str, replicas: int) -> Any:
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": name, "namespace": "default"},
+             "spec": {"replicas": replicas}}
+    body = review(scale, "Scale", "UPDATE", scale)
+    body["request"]["kind"] = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    body["request"]["subResource"] = "scale"
+    return body
+
+
 def test_operator_calls_match_its_rbac_exactly(
     recorded: tuple[list[Call], set[int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,11 +163,14 @@ def test_operator_calls_match_its_rbac_exactly(
     team["metadata"] = dict(team["metadata"], namespace="default", finalizers=["trainer.kubeflow.org/resource-in-use"])
     team_job = trainjob("team-job", runtime="team")
     team_job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    cpu = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+    elastic = torch_runtime("elastic")
+    elastic["spec"]["mlPolicy"] = {"torch": {"elasticPolicy": {"minNodes": 1, "maxNodes": 4, "metrics": [cpu]}}}
 
     async def body() -> None:
         async with fake_env(resources=[*default_resources(), (VWC, False), (MWC, False)]) as env:
             ignore.add(id(env.client.session))
-            for obj in (torch_runtime(), mpi_runtime(), volcano, legacy, team):
+            for obj in (torch_runtime(), mpi_runtime(), volcano, legacy, team, elastic):
                 await env.client.create(obj)
             for config in webhook_configurations():
                 await env.client.create(config, resource=VWC if config["kind"] == VWC.kind else MWC)
@@ -174,6 +186,15 @@ def test_operator_calls_match_its_rbac_exactly(
                 await env.client.create(trainjob("mpi", runtime="mpi"))
                 await env.client.create(trainjob("vc", runtime="volcano"))
                 await env.client.create(trainjob("lost", runtime="missing"))
+                # Elastic: an HPA; a new node count resized in place (update), then refused and re-created
+                # (the trainer pods' failures are listed, the JobSet deleted).
+                await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("horizontalpodautoscalers", "el", group="autoscaling"), what="HPA")
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("numNodes") == 3)
+                env.api.inject("PUT", r"/jobsets/el(\?|$)", 422)
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 4}}})
+                await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("numNodes") == 4)
                 await wait_for(lambda: env.find("podgroups", "vc", group="scheduling.volcano.sh"), what="Volcano")
                 await wait_for(lambda: env.find("podgroups", "mpi", group="scheduling.x-k8s.io"), what="PodGroup")
                 await env.client.merge_patch(r.TRAINJOB, "vc", "default", {"spec": {"suspend": True}})
@@ -202,6 +223,7 @@ def test_operator_calls_match_its_rbac_exactly(
                         (names.VALIDATE_TRAINJOB, review(team_job, "TrainJob")),
                         (names.VALIDATE_TRAINJOB, review(new, "TrainJob", "UPDATE", old)),
                         (names.VALIDATE_TRAINING_RUNTIME, review(team, "TrainingRuntime")),
+                        (names.VALIDATE_TRAINJOB, scale_review("el", 2)),  # reads the TrainJob
                     ):
                         async with http.post(base + path, json=body, ssl=ctx) as resp:
                             assert (await resp.json())["response"]["uid"] == "u"

@@ -66,12 +66,19 @@ def test_changing_an_immutable_field_names_it(kt_home: Path, tmp_path: Path) -> 
     f = write(tmp_path / "tj.yaml", sleeper, trainjob("imm", "sleepy", trainer={"numNodes": 1}))
     kt("apply", "-f", f)
     try:
-        g = write(tmp_path / "tj2.yaml", trainjob("imm", "sleepy", trainer={"numNodes": 2}))
+        g = write(tmp_path / "tj2.yaml", trainjob("imm", "sleepy", trainer={"numNodes": 1, "image": "x:2"}))
         r = kt("apply", "-f", g)
         assert r.returncode == 1 and "Traceback" not in r.stderr
         text = " ".join(r.stderr.split())
-        assert 'TrainJob "imm" is invalid: spec.trainer: field is immutable (spec.trainer.numNodes: 1 -> 2)' in text
+        assert (
+            "TrainJob \"imm\" is invalid: spec.trainer: field is immutable (spec.trainer.image: unset -> 'x:2')"
+        ) in text
         assert "kubetrain delete trainjob imm" in text
+        # numNodes may change only for an elastic runtime (tests/local/test_elastic.py); this one is not.
+        r = kt("apply", "-f", write(tmp_path / "tj2b.yaml", trainjob("imm", "sleepy", trainer={"numNodes": 2})))
+        assert r.returncode == 1
+        assert ('spec.trainer.numNodes: numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, '
+                'and ClusterTrainingRuntime "sleepy" has none (numNodes 1 -> 2)') in " ".join(r.stderr.split())
         h = write(tmp_path / "tj3.yaml", trainjob("imm", "torch-distributed", trainer={"numNodes": 1}))
         assert "spec.runtimeRef: field is immutable (spec.runtimeRef.name: 'sleepy' -> 'torch-distributed')" in (
             " ".join(kt("apply", "-f", h).stderr.split())

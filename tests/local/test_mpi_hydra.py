@@ -98,6 +98,7 @@ def _runtime(impl: str) -> dict:
 @needs_namespaces
 @needs_mpich
 def test_mpich_runs_an_allreduce_with_ranks_on_both_nodes(backend: LocalBackend, tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)  # the runtime's pods run as uid 1000 (securityContext), which must read the workdir
     (tmp_path / "allreduce.c").write_text(ALLREDUCE_C)
     subprocess.run(["mpicc.mpich", "-o", str(tmp_path / "allreduce"), str(tmp_path / "allreduce.c")], check=True)
     tj = trainjob("hy", "mpich-rt", trainer={"numNodes": 2, "numProcPerNode": 2, "command": ["mpirun", "./allreduce"]})
@@ -113,6 +114,7 @@ def test_mpich_runs_an_allreduce_with_ranks_on_both_nodes(backend: LocalBackend,
 def test_intel_without_intel_mpi_fails_naming_the_launcher(backend: LocalBackend, tmp_path: Path) -> None:
     if shutil.which("mpiexec.hydra") and pods._intel_dir(shutil.which("mpiexec.hydra") or ""):
         pytest.skip("Intel MPI is installed here")
+    tmp_path.chmod(0o755)  # the runtime's pods run as uid 1000 (securityContext), which must read the workdir
     tj = trainjob("im", "intel-rt", trainer={"numNodes": 2, "numProcPerNode": 2, "command": ["mpirun", "true"]})
     st = run_to_end(backend, [_runtime("Intel"), tj], tmp_path)
     failed = condition(st, "Failed")

@@ -25,6 +25,7 @@ ANNOTATION_VOLCANO_GROUP: Final = "scheduling.k8s.io/group-name"
 ANNOTATION_VOLCANO_QUEUE: Final = "scheduling.volcano.sh/queue-name"
 ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+LABEL_REPLICATED_JOB_NAME: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 
 # Ancestor steps.
 ANCESTOR_TRAINER: Final = "trainer"
@@ -52,6 +53,14 @@ PET_MAX_RESTARTS: Final = "PET_MAX_RESTARTS"
 PET_RDZV_BACKEND: Final = "PET_RDZV_BACKEND"
 PET_RDZV_ENDPOINT: Final = "PET_RDZV_ENDPOINT"
 PET_RDZV_ID: Final = "PET_RDZV_ID"
+PET_RDZV_CONF: Final = "PET_RDZV_CONF"
+# torch's elastic agent hands its workers the rendezvous store only in the first round it is rank 0 in; an agent
+# that (re)joins a later round then waits read_timeout (60 s) for a MASTER_ADDR nobody publishes. With the
+# sharing off, rank 0 publishes the workers' store address in every round.
+TORCH_DISABLE_SHARE_RDZV_TCP_STORE: Final = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+# How long a rendezvous that has minNodes waits for more nodes before it starts (torch's default: 30 s, paid on
+# every membership change when fewer than maxNodes take part).
+ELASTIC_LAST_CALL_SECONDS: Final = 5
 TORCH_RESERVED_ENV: Final = (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT)
 TORCH_ELASTIC_RESERVED_ENV: Final = (PET_MAX_RESTARTS, PET_RDZV_BACKEND, PET_RDZV_ENDPOINT, PET_RDZV_ID)
 

@@ -237,6 +237,7 @@ def _crd(
     scope: str,
     columns: list[dict[str, str]],
     status: bool,
+    scale: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": VERSION,
@@ -247,6 +248,8 @@ def _crd(
     }
     if status:
         version["subresources"] = {"status": {}}
+    if scale:
+        version.setdefault("subresources", {})["scale"] = scale
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -268,6 +271,14 @@ def _crd(
         },
     }
 
+
+# `kubectl scale` and a HorizontalPodAutoscaler change the trainer's node count through this subresource; the
+# operator keeps the status side (the running JobSet's node count and the trainer pods' selector) current.
+TRAINJOB_SCALE: Final = {
+    "specReplicasPath": ".spec.trainer.numNodes",
+    "statusReplicasPath": ".status.numNodes",
+    "labelSelectorPath": ".status.selector",
+}
 
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _FRAMEWORK: Final = {
@@ -304,6 +315,7 @@ def generate_crds() -> list[dict[str, Any]]:
                 _AGE,
             ],
             True,
+            TRAINJOB_SCALE,
         ),
         build(
             runtime.TrainingRuntime,

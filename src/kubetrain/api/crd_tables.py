@@ -58,7 +58,6 @@ TORCH_NPROC_RULE: Final = {
 FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (trainjob.TrainJobSpec, "runtime_ref"): [IMMUTABLE],
     (trainjob.TrainJobSpec, "initializer"): [IMMUTABLE],
-    (trainjob.TrainJobSpec, "trainer"): [IMMUTABLE],
     (trainjob.TrainJobSpec, "active_deadline_seconds"): [IMMUTABLE],
     (trainjob.TrainJobSpec, "managed_by"): [MANAGED_BY_RULE, IMMUTABLE],
     (trainjob.RuntimePatch, "manager"): [IMMUTABLE],
@@ -86,7 +85,20 @@ FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (jobset.ReplicatedJob, "depends_on"): [JOBSET_IMMUTABLE],
 }
 
+# The trainer is immutable except numNodes, which elastic runtimes may change (the scale subresource writes it).
+# One rule per field, at the trainer, so adding or removing a field is caught too (a transition rule on the field
+# itself runs only when both sides have it). Whether numNodes may change is the webhook's call: it needs the
+# runtime.
+TRAINER_FIELDS_IMMUTABLE: Final = [
+    {
+        "rule": f"has(self.{f}) == has(oldSelf.{f}) && (!has(self.{f}) || self.{f} == oldSelf.{f})",
+        "message": f"field is immutable: {f} cannot change (only numNodes may, for an elastic runtime)",
+    }
+    for f in ("image", "command", "args", "env", "resourcesPerNode", "numProcPerNode")
+]
+
 MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    trainjob.Trainer: TRAINER_FIELDS_IMMUTABLE,
     trainjob.TrainerStatus: [
         {"rule": "has(self.lastUpdatedTime)", "message": "lastUpdatedTime is required when trainerStatus is present"}
     ],
@@ -211,7 +223,8 @@ DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (trainjob.TrainJobSpec, "initializer"): "Dataset and model initializers that run before the trainer. "
     "Cannot be changed after creation.",
     (trainjob.TrainJobSpec, "trainer"): "Overrides for the trainer nodes (image, command, node count, "
-    "resources). Cannot be changed after creation.",
+    "resources). Cannot be changed after creation, except numNodes when the runtime has a torch elasticPolicy "
+    "(`kubectl scale trainjob/NAME --replicas N`).",
     (trainjob.TrainJobSpec, "labels"): "Labels added to the JobSet (v2.1 API; prefer runtimePatches).",
     (
         trainjob.TrainJobSpec,
@@ -257,6 +270,8 @@ DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (trainjob.TrainJobStatus, "conditions"): "Suspended, Complete and Failed conditions.",
     (trainjob.TrainJobStatus, "jobs_status"): "Pod counts per replicated job, copied from the JobSet.",
     (trainjob.TrainJobStatus, "trainer_status"): "Progress reported by the training process.",
+    (trainjob.TrainJobStatus, "scaling"): "Restart budget carried across JobSet re-creations of an elastic "
+    "TrainJob whose node count changed.",
     (runtime.TrainingRuntimeSpec, "ml_policy"): "How the job is distributed: node count and at most one "
     "framework policy (torch, mpi, jax, xgboost, flux).",
     (runtime.TrainingRuntimeSpec, "pod_group_policy"): "Gang scheduling through a PodGroup (coscheduling or "

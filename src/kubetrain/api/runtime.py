@@ -20,7 +20,11 @@ class ElasticPolicy(Model):
     max_restarts: int | None = Field(None, ge=0, description="Restarts of the worker group before failing.")
     min_nodes: int | None = Field(None, ge=1, description="Fewest nodes training continues with.")
     max_nodes: int | None = Field(None, ge=1, description="Most nodes the job may use.")
-    metrics: list[dict[str, Any]] | None = Field(None, description="autoscaling/v2 MetricSpecs (informational).")
+    metrics: list[dict[str, Any]] | None = Field(
+        None,
+        description="autoscaling/v2 MetricSpecs: a HorizontalPodAutoscaler per TrainJob scales numNodes on them "
+        "between minNodes and maxNodes (locally the supervisor does).",
+    )
 
 
 class EnvInjectionTarget(Model):
@@ -56,7 +60,9 @@ class EmptyPolicy(Model):
 
 
 class MLPolicy(Model):
-    num_nodes: int | None = defaulted(1, ge=1, description="Number of training nodes.")
+    # No schema default (upstream has none either): the API server would fill in 1 and then refuse every runtime
+    # with an elasticPolicy by the rule that the two exclude each other. The compiler uses 1 when it is unset.
+    num_nodes: int | None = Field(None, ge=1, description="Number of training nodes. Defaults to 1.")
     torch: TorchPolicy | None = None
     mpi: MPIPolicy | None = None
     jax: EmptyPolicy | None = None

@@ -152,10 +152,30 @@ class TrainerStatus(OpenModel):
     last_updated_time: str | None = Field(None, description="When this status was observed.")
 
 
+class ScalingStatus(Model):
+    """Bookkeeping of an elastic TrainJob whose JobSet had to be re-created to change its node count (JobSet
+    does not let a running JobSet's pod counts change unless its ElasticJobSet feature gate is on)."""
+
+    recreations: int = Field(0, ge=0, description="JobSets re-created to change numNodes.")
+    node_failures: int = Field(
+        0, ge=0, description="Trainer pod failures in the JobSets before the current one (restart budget used)."
+    )
+    job_set_restarts: int = Field(
+        0, ge=0, description="JobSet failure-policy restarts before the current one (restart budget used)."
+    )
+
+
 class TrainJobStatus(OpenModel):
     conditions: list[Condition] | None = Field(None, max_length=8)
     jobs_status: list[JobStatus] | None = Field(None, max_length=100)
     trainer_status: TrainerStatus | None = None
+    num_nodes: int | None = Field(
+        None, ge=0, description="Trainer nodes of the running JobSet (the scale subresource's status replicas)."
+    )
+    selector: str | None = Field(
+        None, description="Label selector of the trainer pods (the scale subresource's selector, used by an HPA)."
+    )
+    scaling: ScalingStatus | None = None
 
 
 class TrainJob(Model):

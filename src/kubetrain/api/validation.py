@@ -11,10 +11,11 @@ import re
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
+from kubetrain.api.metricspec import check_metrics
 from kubetrain.api.podschema import check_pod_spec
 from kubetrain.api.resources import check_resources
 from kubetrain.api.runtime import AnyRuntime
-from kubetrain.api.trainjob import TrainJob
+from kubetrain.api.trainjob import Trainer, TrainJob
 
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -113,11 +114,20 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
     return result
 
 
+def _without_num_nodes(trainer: Trainer | None) -> Trainer | None:
+    """The trainer as far as it is immutable: numNodes may change for elastic runtimes (the compiler checks the
+    runtime), so it is left out; a trainer that only set numNodes counts as no trainer."""
+    if trainer is None:
+        return None
+    rest = trainer.model_copy(update={"num_nodes": None})
+    return None if rest == Trainer() else rest
+
+
 def _immutable(result: Result, new: TrainJob, old: TrainJob) -> None:
     pairs = {
         "spec.runtimeRef": (new.spec.runtime_ref, old.spec.runtime_ref),
         "spec.initializer": (new.spec.initializer, old.spec.initializer),
-        "spec.trainer": (new.spec.trainer, old.spec.trainer),
+        "spec.trainer": (_without_num_nodes(new.spec.trainer), _without_num_nodes(old.spec.trainer)),
         "spec.managedBy": (new.spec.managed_by, old.spec.managed_by),
         "spec.activeDeadlineSeconds": (new.spec.active_deadline_seconds, old.spec.active_deadline_seconds),
     }
@@ -156,6 +166,9 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
                 "numNodes should not be set if torch.elasticPolicy is configured",
                 "remove numNodes and set elasticPolicy.minNodes/maxNodes",
             )
+        if ml.torch is not None and ml.torch.elastic_policy is not None:
+            metrics = ml.torch.elastic_policy.metrics
+            result.errors.extend(check_metrics(metrics, "spec.mlPolicy.torch.elasticPolicy.metrics"))
         npp = ml.torch.num_proc_per_node if ml.torch else None
         if isinstance(npp, int) and npp < 1:
             result.error(

@@ -80,6 +80,22 @@ def _run_errors(fn: Callable[[], None]) -> None:
         fail(str(exc))
 
 
+_allow_privileged_option = click.option(
+    "--allow-privileged",
+    is_flag=True,
+    help="Locally, as root: accept containers with securityContext.privileged (refused otherwise; "
+    "or set security.allowPrivileged in $KUBETRAIN_HOME/config.yaml). No effect on a cluster.",
+)
+
+
+def _allow_privileged(allow: bool) -> None:
+    if allow:
+        from kubetrain.local.security_context import PRIVILEGED_ENV
+
+        # Read when the TrainJob is submitted (kubetrain.local.admission), in this process.
+        os.environ[PRIVILEGED_ENV] = "1"
+
+
 def register(group: click.Group) -> None:
     @group.command("run")
     @files_option
@@ -100,6 +116,7 @@ def register(group: click.Group) -> None:
                   help="Stop waiting after this long (30s, 10m, 2h): exit 124 naming the state then.")
     @click.option("--delete-on-timeout", is_flag=True,
                   help="On a cluster, delete the TrainJob when --timeout passes (it keeps running otherwise).")
+    @_allow_privileged_option
     def run(
         files: tuple[str, ...],
         kubeconfig: str | None,
@@ -111,6 +128,7 @@ def register(group: click.Group) -> None:
         replace: bool,
         timeout: str | None,
         delete_on_timeout: bool,
+        allow_privileged: bool,
     ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
@@ -129,9 +147,11 @@ def register(group: click.Group) -> None:
           kubetrain run -f trainjob.yaml --detach            # like apply, for one TrainJob
           kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
           kubetrain run -f trainjob.yaml --context kind-kind --timeout 30m     # on a cluster
+          sudo kubetrain run -f privileged.yaml --allow-privileged             # root only
         """
         from kubetrain.cli.follow import follow_remote, run_local
 
+        _allow_privileged(allow_privileged)
         try:
             from kubetrain.api.logtext import parse_duration
 
@@ -192,7 +212,10 @@ def register(group: click.Group) -> None:
     @group.command("apply")
     @files_option
     @_with_backend_options
-    def apply(files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str) -> None:
+    @_allow_privileged_option
+    def apply(
+        files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str, allow_privileged: bool
+    ) -> None:
         """Create TrainJobs (started in the background) and runtimes, or update them like kubectl.
 
         Re-applying an unchanged manifest changes nothing ("unchanged"). A TrainJob's runtimeRef, trainer,
@@ -205,6 +228,7 @@ def register(group: click.Group) -> None:
           kubetrain apply -f runtimes/ -f trainjob.yaml
           kubetrain get trainjobs && kubetrain logs my-job -f
         """
+        _allow_privileged(allow_privileged)
         backend = _backend(kubeconfig, context)
         cluster = _is_cluster(kubeconfig, context)
         objects, dirs = _load(files, backend, namespace, cluster)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "describe": "kubetrain.cli.describe",
     "logs": "kubetrain.cli.logs",
     "delete": "kubetrain.cli.delete",
+    "scale": "kubetrain.cli.scale",
     "wait": "kubetrain.cli.wait",
     "prune": "kubetrain.cli.prune",
     "cluster": "kubetrain.cli.cluster",

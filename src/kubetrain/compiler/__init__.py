@@ -6,7 +6,9 @@ Public contract (backends rely on it):
 
 ``compile_trainjob(trainjob, runtime, *, keygen) -> list[dict]``
     Kubernetes objects as plain dicts, dependencies first: runtime snapshot ConfigMap, MPI SSH Secret,
-    MPI hostfile ConfigMap, PodGroup, JobSet. Every object carries a controller ownerReference to the TrainJob.
+    MPI hostfile ConfigMap, PodGroup, JobSet, and for a torch elasticPolicy with metrics a
+    HorizontalPodAutoscaler targeting the TrainJob. Every object carries a controller ownerReference to the
+    TrainJob.
     Raises ``CompileError`` (a ``KubetrainError``) when the pair cannot be compiled.
 
 ``validate_trainjob(trainjob, runtime, *, old=None) -> Result``

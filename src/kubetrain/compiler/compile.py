@@ -24,7 +24,7 @@ from kubetrain.compiler.plugins.mpi import MPI
 from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
 from kubetrain.compiler.plugins.simple import JAX, PlainML, XGBoost
 from kubetrain.compiler.plugins.snapshot import Snapshot
-from kubetrain.compiler.plugins.torch import Torch
+from kubetrain.compiler.plugins.torch import Torch, elastic_policy_of
 
 # One instance of each plugin; phase lists below fix the order within a phase.
 _TORCH, _MPI, _PLAIN, _JAX, _XGB = Torch(), MPI(), PlainML(), JAX(), XGBoost()
@@ -33,8 +33,9 @@ _COSCHED, _VOLCANO, _JOBSET, _SNAPSHOT = Coscheduling(), Volcano(), JobSet(), Sn
 ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB)
 POD_GROUP_POLICY: tuple[PodGroupPolicyPlugin, ...] = (_COSCHED, _VOLCANO)
 PRE_BUILD: tuple[PreBuildPlugin, ...] = (_JOBSET,)
-# Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists.
-BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET)
+# Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists; the
+# torch elastic autoscaler (an HPA targeting the TrainJob) last.
+BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET, _TORCH)
 VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _VOLCANO)
 
 
@@ -107,4 +108,27 @@ def validate_against_runtime(trainjob: TrainJob, runtime: AnyRuntime, *, old: Tr
     for plugin in VALIDATE:
         result.extend(plugin.validate(info, old))
     result.extend(validate_hostnames(info))
+    if old is not None:
+        _node_count_change(result, trainjob, old, runtime)
     return result
+
+
+def _num_nodes(trainjob: TrainJob) -> int | None:
+    return trainjob.spec.trainer.num_nodes if trainjob.spec.trainer is not None else None
+
+
+def _node_count_change(result: Result, new: TrainJob, old: TrainJob, runtime: AnyRuntime) -> None:
+    """numNodes of an existing TrainJob may change (kubectl scale, an HPA) only when torch elastic training can
+    take a new world size; the torch plugin checks the new value against minNodes..maxNodes."""
+    before, after = _num_nodes(old), _num_nodes(new)
+    if before == after or elastic_policy_of(runtime) is not None:
+        return
+    def shown(n: int | None) -> str:
+        return "unset" if n is None else str(n)
+
+    result.error(
+        "spec.trainer.numNodes",
+        f"numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and {runtime.kind} "
+        f'"{runtime.name}" has none (numNodes {shown(before)} -> {shown(after)})',
+        "delete and re-create the TrainJob with the new numNodes, or use a runtime with an elasticPolicy",
+    )

@@ -270,6 +270,17 @@ class ClusterBackend:
         except ApiError as exc:
             raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
 
+    def scale_trainjob(self, name: str, namespace: str, replicas: int) -> str:
+        """``kubectl scale``: a merge patch of the scale subresource, which the webhook judges (elastic runtime,
+        minNodes..maxNodes)."""
+        try:
+            self._run(self.client.scale(r.TRAINJOB, name, namespace, replicas))
+        except NotFound:
+            raise self._not_found(name, namespace) from None
+        except ApiError as exc:
+            raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
+        return "configured"
+
     def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
         res = RUNTIME_RESOURCES.get(kind)
         if res is None:

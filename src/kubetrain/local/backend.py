@@ -24,8 +24,8 @@ from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import LogItem, LogOptions, StateView, WatchItem
-from kubetrain.local import namespaces, paths, pods, reaper, status
-from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of
+from kubetrain.local import admission, namespaces, paths, pods, reaper, status
+from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
 
 if TYPE_CHECKING:
@@ -215,6 +215,7 @@ class LocalBackend:
     ) -> str:
         meta = wire["metadata"]
         _check_exec_sizes(meta["name"], objects)
+        admission.check(objects)
         owner = (os.getpid(), pods.proc_start_time(os.getpid()))
         replaced = self.store.create_trainjob(
             wire, objects, str(Path(workdir).resolve()), owner, replace_finished=replace
@@ -237,27 +238,47 @@ class LocalBackend:
         old_wire = TrainJob.model_validate(row.trainjob).to_wire()
         new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
         new_wire = new.to_wire()
-        from kubetrain.local.updates import merged, plan_update
+        from kubetrain.local.updates import merged, num_nodes, plan_update
 
         verb = plan_update(old_wire, new_wire)
         if verb == "unchanged":
             return verb
         objects = None
-        if old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches"):
-            # Allowed only around a suspension: the pods are rebuilt from the new objects when it resumes,
-            # with the runtime as it was when the TrainJob was created (its snapshot).
+        patches_changed = old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches")
+        if patches_changed or num_nodes(old_wire["spec"]) != num_nodes(new_wire["spec"]):
+            # Patches change only around a suspension (the pods are rebuilt from the new objects when it resumes);
+            # numNodes only for an elastic runtime (the supervisor adds or removes node pods at once). Both with the
+            # runtime as it was when the TrainJob was created (its snapshot).
             runtime = self._snapshot_runtime(row) or resolve_runtime(new, self.runtimes(new.spec.runtime_ref.name))[0]
-            result = validate_trainjob(new, runtime)
+            result = validate_trainjob(new, runtime, old=TrainJob.model_validate(row.trainjob))
             if not result.ok:
                 raise InvalidObjectError(result.errors)
             assert runtime is not None
             objects = compile_trainjob(new, runtime, keygen=ecdsa_keygen)
+            admission.check(objects)
         with self.store.transaction():
             fresh = self.store.get_trainjob(row.namespace, row.name)
             if fresh is None or fresh.uid != row.uid:
                 raise KubetrainError(f'trainjob "{row.name}" changed while it was being updated; apply it again')
             self.store.update_trainjob(row.namespace, row.name, merged(fresh.trainjob, new_wire), objects=objects)
         return verb
+
+    def scale_trainjob(self, name: str, namespace: str, replicas: int) -> str:
+        """Set ``spec.trainer.numNodes`` (what ``kubectl scale`` does through the scale subresource): allowed for an
+        elastic runtime within minNodes..maxNodes; the running supervisor then adds or removes node pods. Returns
+        ``configured`` or ``unchanged``."""
+        from kubetrain.api import TrainJob
+
+        row = self._row(name, namespace)
+        st = row.trainjob.get("status") or {}
+        if status.finished(st):
+            raise KubetrainError(
+                f'trainjob "{name}" has finished ({status.state_of(st)}); a finished TrainJob runs no nodes to scale'
+            )
+        wire = {k: copy.deepcopy(v) for k, v in row.trainjob.items() if k != "status"}
+        spec = wire.setdefault("spec", {})
+        spec["trainer"] = dict(spec.get("trainer") or {}, numNodes=replicas)
+        return self._update(row, TrainJob.model_validate(wire), create_only=False)
 
     @staticmethod
     def _snapshot_runtime(row: TrainJobRow) -> AnyRuntime | None:
@@ -338,21 +359,10 @@ class LocalBackend:
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
         from kubetrain.api import TrainJob
-        from kubetrain.api.views import Event, StepView, TrainJobDetails
+        from kubetrain.api.views import Event, TrainJobDetails
 
         row = self._row(name, namespace)
-        steps = [
-            StepView(
-                name=p.name,
-                replicated_job=p.rjob,
-                state=p.state,
-                restarts=p.restarts,
-                exit_code=p.exit_code,
-                pid=p.pid if p.state == "Running" else None,
-                message=p.message,
-            )
-            for p in self.store.list_pods(namespace, name)
-        ]
+        steps = [step_view(p) for p in self.store.list_pods(namespace, name)]
         events = [Event(e.time, e.type, e.reason, e.message) for e in self.store.list_events(namespace, name)]
         jobset = next((o for o in row.objects if o.get("kind") == "JobSet"), {})
         extra = {

@@ -8,6 +8,13 @@ capacity:                 # what the local scheduler may hand out (default: what
 retention:
   ttlAfterFinished: 7d    # finished TrainJobs (state and logs) are pruned this long after they finished
   maxFinished: 100        # and only the newest 100 finished ones are kept
+security:
+  allowedHostPaths: [/data, /scratch]   # hostPath volumes only below these directories (default: none)
+  allowPrivileged: false  # root only: accept privileged containers (like `kubetrain run --allow-privileged`)
+autoscaling:              # elastic TrainJobs with elasticPolicy.metrics (the HPA's defaults shown)
+  syncPeriod: 15s
+  scaleDownStabilization: 5m
+  tolerance: 0.1
 ```
 """
 
@@ -46,6 +53,30 @@ class Retention:
 
 
 @dataclass
+class Security:
+    allowed_host_paths: list[str] = field(default_factory=list)
+    """Directories below which pods may mount ``hostPath`` volumes. Default: none, so a TrainJob never reaches
+    this machine's files except through its working directory and volumes (``/`` must be written here to allow
+    everything)."""
+    allow_privileged: bool = False
+    """Accept ``privileged: true`` containers (only when kubetrain runs as root); ``kubetrain run/apply
+    --allow-privileged`` does the same for one submit."""
+
+
+@dataclass
+class Autoscaling:
+    sync_period: float = 15.0
+    """Seconds between two autoscaling decisions (kube-controller-manager's
+    ``--horizontal-pod-autoscaler-sync-period``)."""
+    scale_down_stabilization: float = 300.0
+    """A scale-down takes the highest recommendation of this many seconds (``behavior.scaleDown``'s
+    ``stabilizationWindowSeconds``)."""
+    tolerance: float = 0.1
+    """Ratios of current to target metric within ``1 ± tolerance`` change nothing
+    (``--horizontal-pod-autoscaler-tolerance``)."""
+
+
+@dataclass
 class Settings:
     capacity: dict[str, Any] = field(default_factory=dict)
     """Resource name → quantity the local scheduler may hand out. Overrides what is detected (cpu: the CPUs this
@@ -53,6 +84,10 @@ class Settings:
     holding ``$KUBETRAIN_HOME``). Other extended resources (``example.com/fpga``) exist only when declared here."""
     retention: Retention = field(default_factory=Retention)
     """When finished TrainJobs are removed automatically (checked whenever a TrainJob is submitted)."""
+    security: Security = field(default_factory=Security)
+    """What pods may reach on this machine beyond their own sandbox (hostPath, privileged)."""
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
+    """How the supervisor of an elastic TrainJob with ``elasticPolicy.metrics`` scales it (the HPA's algorithm)."""
 
 
 def load() -> Settings:
@@ -66,10 +101,12 @@ def load() -> Settings:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot be read as YAML: {exc}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with `capacity` and/or `retention`")
-    unknown = sorted(set(raw) - {"capacity", "retention"})
+        raise ConfigError(f"{path}: expected a mapping with `capacity`, `retention`, `security` and/or `autoscaling`")
+    unknown = sorted(set(raw) - {"capacity", "retention", "security", "autoscaling"})
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)} (known: capacity, retention)")
+        raise ConfigError(
+            f"{path}: unknown setting(s) {', '.join(unknown)} (known: capacity, retention, security, autoscaling)"
+        )
     capacity = raw.get("capacity") or {}
     if not isinstance(capacity, dict):
         raise ConfigError(f"{path}: capacity: expected a mapping of resource name to quantity")
@@ -89,4 +126,53 @@ def load() -> Settings:
             ttl_after_finished=None if ttl is None else parse_duration(ttl, f"{path}: retention.ttlAfterFinished"),
             max_finished=max_finished,
         ),
+        security=_security(raw.get("security"), path),
+        autoscaling=_autoscaling(raw.get("autoscaling"), f"{path}: autoscaling"),
     )
+
+
+def _security(raw: Any, path: Any) -> Security:
+    if raw is None:
+        return Security()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: security: expected a mapping (allowedHostPaths, allowPrivileged)")
+    bad = sorted(set(raw) - {"allowedHostPaths", "allowPrivileged"})
+    if bad:
+        raise ConfigError(
+            f"{path}: security: unknown key(s) {', '.join(bad)} (known: allowedHostPaths, allowPrivileged)"
+        )
+    prefixes = raw.get("allowedHostPaths") or []
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) and p.startswith("/") for p in prefixes):
+        raise ConfigError(
+            f"{path}: security.allowedHostPaths: expected a list of absolute directories (e.g. [/data]), "
+            f"got {prefixes!r}"
+        )
+    allow = raw.get("allowPrivileged", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(f"{path}: security.allowPrivileged: expected true or false, got {allow!r}")
+    return Security(allowed_host_paths=list(prefixes), allow_privileged=allow)
+
+
+def _autoscaling(raw: Any, where: str) -> Autoscaling:
+    if raw is None:
+        return Autoscaling()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping (syncPeriod, scaleDownStabilization, tolerance)")
+    bad = sorted(set(raw) - {"syncPeriod", "scaleDownStabilization", "tolerance"})
+    if bad:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(bad)} (known: syncPeriod, scaleDownStabilization, tolerance)"
+        )
+    out = Autoscaling()
+    if raw.get("syncPeriod") is not None:
+        out.sync_period = parse_duration(raw["syncPeriod"], f"{where}.syncPeriod")
+        if out.sync_period <= 0:
+            raise ConfigError(f"{where}.syncPeriod: must be more than 0 seconds")
+    if raw.get("scaleDownStabilization") is not None:
+        out.scale_down_stabilization = parse_duration(raw["scaleDownStabilization"], f"{where}.scaleDownStabilization")
+    tol = raw.get("tolerance")
+    if tol is not None:
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < 1:
+            raise ConfigError(f"{where}.tolerance: expected a number from 0 to below 1, got {tol!r}")
+        out.tolerance = float(tol)
+    return out

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
+from kubetrain.api import elastic
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import config, paths, pods
 from kubetrain.local.backoff import CrashLoopBackOff
 from kubetrain.local.env import ObjectIndex
 from kubetrain.local.netns import NetworkNamespace, Outbound
-from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, find_jobset
+from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, elastic_policy, find_jobset
 from kubetrain.local.resources import Capacity, find_podgroup, pod_requests
 from kubetrain.local.scheduler import Owner, Scheduler
 from kubetrain.local.store import PodRow, Store, StoreError
@@ -95,6 +96,8 @@ class JobState:
         self._last_reload = 0.0
         self._pod_dirs: dict[str, tuple[Path, dict[str, Path]]] = {}  # pod -> (scratch dir, volume dirs)
         settings = config.load()
+        self.autoscaling = settings.autoscaling
+        self.stored_trainer_status: dict[str, Any] | None = None  # as last read from the store (other writers)
         self.capacity = Capacity.of_machine(settings.capacity, str(paths.home()))
         self.scheduler = Scheduler(store, self.capacity, Owner(namespace, name, row.uid))
         self._gang_admitted = False
@@ -119,10 +122,12 @@ class JobState:
         self._reset_jobs()
 
     # Setup.
-    def _load_objects(self, objects: list[dict[str, Any]]) -> None:
-        """The compiled objects this supervisor runs (again after a resume, when runtimePatches changed)."""
+    def _load_objects(self, objects: list[dict[str, Any]], addresses: dict[str, str] | None = None) -> None:
+        """The compiled objects this supervisor runs (again after a resume, when runtimePatches changed, or when
+        an elastic TrainJob's node count changed: ``addresses`` then keeps the running pods' addresses)."""
         self.objects = objects
-        self.plan: Plan = build_plan(find_jobset(objects))
+        self.plan: Plan = build_plan(find_jobset(objects), addresses)
+        self.elastic_policy = elastic_policy(objects)
         self.podgroup = find_podgroup(objects)
         self.requests = {p.short: pod_requests(p.spec) for p in self.plan.pods()}
         applied = [
@@ -248,6 +253,10 @@ class JobState:
             self.trainjob["status"] = copy.deepcopy(self.status)
         self._flush_events()
 
+    def _write_hosts(self) -> None:
+        """The ``/etc/hosts`` every pod sees (bound into each sandbox: rewriting it in place reaches running pods)."""
+        (self.dir / "hosts").write_text(self.plan.hosts_file())
+
     def log_path(self, pod: PodPlan) -> Path:
         return self.dir / "logs" / f"{pod.short}.log"
 
@@ -272,3 +281,8 @@ class JobState:
                 }
             )
         self.status["jobsStatus"] = out
+        if self.elastic_policy is not None:
+            # What the scale subresource reads on a cluster: the trainer nodes and the selector of their pods.
+            count, selector = elastic.node_count(self.plan.jobset), elastic.pod_selector(self.plan.jobset)
+            if count is not None and selector is not None:
+                self.status["numNodes"], self.status["selector"] = count, selector

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from kubetrain.local import paths, pods, status, terminate
+from kubetrain.local import security_context as sc
 from kubetrain.local.jobstate import JobRun, JobState, PodRun
 from kubetrain.local.resources import never_fits
 from kubetrain.local.scheduler import Decision
@@ -190,15 +191,45 @@ class PodLauncher(JobState):
             kind = "containers"
         self._close_pidfds_of(pod.containers)
         pod.containers = []
-        for i, c in enumerate(specs):
-            where = f"{base}.{kind}[{c.get('name', i)}]"
-            cont = pods.prepare_container(
-                pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where, gpus=pod.gpus
-            )
+        wheres = [f"{base}.{kind}[{c.get('name', i)}]" for i, c in enumerate(specs)]
+        try:
+            # Every container of the stage is checked before any starts, as its configuration cannot change.
+            prepared = [
+                pods.prepare_container(pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus)
+                for c, w in zip(specs, wheres, strict=True)
+            ]
+        except sc.ContainerConfigError as exc:
+            self._config_error(pod, exc)
+            raise pods.PodError(f"pod {pod.plan.short}: {exc.reason}: {exc}") from None
+        for cont, where in zip(prepared, wheres, strict=True):
+            self._report_groups(pod, cont)
             pod.containers.append(cont)
             pods.start_container(
                 pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan), where=where
             )
+
+    def _config_error(self, pod: PodRun, exc: sc.ContainerConfigError) -> None:
+        # The kubelet leaves such a container waiting; locally nothing could change its configuration, so the
+        # pod stays Pending with the kubelet's reason and the TrainJob fails (PodStartFailed) instead of hanging.
+        pod.state, pod.ready = "Pending", False
+        pod.message = f"{exc.reason}: {exc}"
+        self._dirty.add(pod.plan.name)
+        self.event("Warning", "Failed", f"pod {pod.plan.short}: Error: {exc}")
+
+    def _report_groups(self, pod: PodRun, cont: pods.Container) -> None:
+        sec = cont.security
+        key = f"{pod.plan.rjob}/{cont.name}"
+        if sec is None or not sec.unmapped_groups or key in self.ctx.reported:
+            return
+        self.ctx.reported.add(key)
+        self.event(
+            "Warning",
+            "GroupsNotMapped",
+            f"pod {pod.plan.short} container {cont.name}: fsGroup/supplementalGroups "
+            f"{', '.join(map(str, sec.unmapped_groups))} are not among its groups: without root, a pod's user "
+            f"namespace maps only your own gid (gid {sec.gid} inside), so only that group can be given. Its "
+            "volumes are yours, so it can use them anyway; run kubetrain as root for the exact groups",
+        )
 
     # Stopping.
     def _stop_pods(self, pods_: list[PodRun]) -> None:

@@ -36,7 +36,17 @@ FAIR_SHARE = 4
 """Chunks read from one log before the next log gets a turn, so a chatty pod cannot starve a quiet one."""
 
 
+# Why a container waits, in the kubelet's words, recorded as ``<reason>: <message>`` in the pod's message.
+WAITING_REASONS = ("CreateContainerConfigError",)
+
+
 def step_view(p: PodRow) -> StepView:
+    reason = "Error" if p.state == "Failed" and p.exit_code else None
+    message = p.message
+    if p.state == "Pending" and message:
+        head, _, rest = message.partition(": ")
+        if head in WAITING_REASONS:
+            reason, message = head, rest
     return StepView(
         name=p.name,
         replicated_job=p.rjob,
@@ -44,8 +54,8 @@ def step_view(p: PodRow) -> StepView:
         restarts=p.restarts,
         exit_code=p.exit_code,
         pid=p.pid if p.state == "Running" else None,
-        message=p.message,
-        reason="Error" if p.state == "Failed" and p.exit_code else None,
+        message=message,
+        reason=reason,
     )
 
 
@@ -208,7 +218,7 @@ class LocalLogStream:
             if self.steps_shown.get(p.name) != seen:
                 self.steps_shown[p.name] = seen
                 v = step_view(p)
-                yield StepChange(p.name, p.state, v.reason or "", p.message or "", p.exit_code)
+                yield StepChange(p.name, p.state, v.reason or "", v.message or "", p.exit_code)
         st = state_of(row, self.store.list_pods(self.namespace, self.name))
         if st != self.state_shown:
             self.state_shown = st

@@ -19,6 +19,7 @@ LABEL_JOB_INDEX: str = "jobset.sigs.k8s.io/job-index"
 LABEL_RESTART_ATTEMPT: str = "jobset.sigs.k8s.io/restart-attempt"
 LABEL_RJOB_REPLICAS: str = "jobset.sigs.k8s.io/replicatedjob-replicas"
 LABEL_JOB_NAME: str = "batch.kubernetes.io/job-name"
+SNAPSHOT_SUFFIX: str = "-runtime-snapshot"
 
 
 class PlanError(KubetrainError):
@@ -114,6 +115,22 @@ def address(n: int) -> str:
     return f"127.1.{n // 250}.{n % 250 + 2}"
 
 
+def elastic_policy(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``mlPolicy.torch.elasticPolicy`` of the runtime snapshot among the compiled objects, if the runtime has one."""
+    for o in objects:
+        if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("name", "").endswith(SNAPSHOT_SUFFIX):
+            import yaml  # only for TrainJobs that have a snapshot, once per (re)load
+
+            try:
+                runtime = yaml.safe_load((o.get("data") or {}).get("runtime") or "") or {}
+            except yaml.YAMLError:
+                return None
+            torch = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}
+            policy = torch.get("elasticPolicy")
+            return dict(policy) if isinstance(policy, dict) else None
+    return None
+
+
 def find_jobset(objects: list[dict[str, Any]]) -> dict[str, Any]:
     for o in objects:
         if o.get("kind") == "JobSet":
@@ -121,7 +138,18 @@ def find_jobset(objects: list[dict[str, Any]]) -> dict[str, Any]:
     raise PlanError("the compiled objects contain no JobSet (expected kind JobSet, jobset.x-k8s.io/v1alpha2)")
 
 
-def build_plan(jobset: dict[str, Any]) -> Plan:
+def build_plan(jobset: dict[str, Any], addresses: dict[str, str] | None = None) -> Plan:
+    """``addresses``: pods that already run keep theirs (a scaled TrainJob's other pods must not move)."""
+    plan = _build_plan(jobset)
+    if addresses:
+        taken = set(addresses.values())
+        free = (a for a in map(address, range(len(taken) + len(plan.pods()) + 1)) if a not in taken)
+        for p in plan.pods():
+            p.address = addresses.get(p.name) or next(free)
+    return plan
+
+
+def _build_plan(jobset: dict[str, Any]) -> Plan:
     meta = jobset.get("metadata") or {}
     js_name = meta.get("name")
     if not js_name:

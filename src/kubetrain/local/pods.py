@@ -14,6 +14,7 @@ from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
+from kubetrain.local import security_context as sc
 from kubetrain.local.env import ObjectIndex, command_line, container_env
 from kubetrain.local.namespaces import Bind, bwrap_argv
 from kubetrain.local.plan import PodPlan
@@ -173,6 +174,7 @@ class Container:
     argv: list[str]
     env: dict[str, str]
     program: str = ""  # the container's own command[0] (before any local wrapping), checked before the start
+    security: sc.Security | None = None
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
@@ -195,6 +197,7 @@ class PodContext:
     rsh_port: int
     extra_env: dict[str, str] = field(default_factory=dict)
     resolv_conf: str | None = None  # DNS through the TrainJob's outbound NAT, when there is one
+    reported: set[str] = field(default_factory=set)  # securityContext notices already given (once per TrainJob)
 
 
 def _is_sshd(argv: list[str]) -> bool:
@@ -210,10 +213,21 @@ def prepare_container(
     where: str,
     gpus: list[int] | None,
 ) -> Container:
+    security = sc.resolve(
+        pod.spec,
+        c,
+        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
+        where=where,
+        pod_where=where.rsplit(".", 1)[0],
+        rootless=ctx.rootless,
+    )
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
     env = container_env(c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, where=where)
     env.update(ctx.extra_env)
     env["HOSTNAME"] = pod.name
+    if security.home is not None and not any(e.get("name") == "HOME" for e in c.get("env") or []):
+        # Running as another host user (root only): its HOME, as the runtime takes it from the image's passwd.
+        env["HOME"] = security.home
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     argv = command_line(c, env)
@@ -231,7 +245,7 @@ def prepare_container(
                 "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
             }
         )
-        if os.geteuid() == 0:
+        if security.uid == 0:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
         impl = mpi_implementation(env)
         if impl is not None:
@@ -250,7 +264,37 @@ def prepare_container(
             f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
             "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
         )
-    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env, program=program)
+    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security)
+
+
+def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
+    """What a pod running as another host user (root only) must be able to enter: its working directory, the
+    Python environment standing in for its image (and the interpreter that environment links to), kubetrain's
+    own code and, for MPI, the rsh stand-in."""
+    prefix = image_env_prefix(container.spec.get("image"))
+    out = [chdir, prefix, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    for name in ("python3", "python"):
+        exe = os.path.join(prefix, "bin", name)
+        if os.path.exists(exe):
+            out.append(os.path.dirname(os.path.dirname(os.path.realpath(exe))))
+            break
+    out.append(str(Path(__file__).resolve().parents[2]))  # the directory holding the kubetrain package
+    if ctx.mpi:
+        out.append(str(paths.home() / "bin"))
+    return [os.path.realpath(p) for p in out]
+
+
+def _check_workdir_visible(chdir: str, spec: dict[str, Any], where: str) -> None:
+    """The manifest's directory (the local default working directory) hidden under a volume (an emptyDir at
+    /tmp, as restricted runtimes have) would fail as an unexplained crash loop: say so instead."""
+    for m in spec.get("volumeMounts") or []:
+        dest = os.path.normpath(m.get("mountPath") or "/")
+        if chdir == dest or chdir.startswith(dest.rstrip("/") + "/"):
+            raise PodError(
+                f"{where}: its working directory defaults to the manifest's directory {chdir}, which the volume "
+                f"{m.get('name')!r} mounted at {dest} covers inside the pod. Fix: keep the manifest (and the files "
+                f"it runs) outside {dest}, or set workingDir"
+            )
 
 
 def start_container(
@@ -264,9 +308,20 @@ def start_container(
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
     chdir = container.spec.get("workingDir") or ctx.workdir
+    if not container.spec.get("workingDir"):
+        _check_workdir_visible(chdir, container.spec, where)
+    security = container.security
+    other_user = security is not None and not security.rootless and security.uid != 0
+    if other_user:
+        assert security is not None
+        sc.check_workdir(security, chdir, where)
     if container.program and not _is_sshd([container.program]):
-        check_program(container.program, container.env.get("PATH", ""), chdir, binds, where)
+        check_program(
+            container.program, container.env.get("PATH", ""), chdir, binds, where,
+            security=security if other_user else None,
+        )
     check_exec_size(container.argv, container.env, where)
+    command = [*(security.exec_prefix() if security is not None else []), *container.argv]
     argv = bwrap_argv(
         enter=ctx.enter,
         hostname=pod.name,
@@ -274,11 +329,13 @@ def start_container(
         hosts_file=ctx.hosts_file,
         chdir=chdir,
         resolv_conf=ctx.resolv_conf,
-        command=container.argv,
+        command=command,
+        security=security,
+        reach=_reach(container, ctx, chdir) if other_user else (),
     )
     # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.
     start = argv.index("bwrap") + 1
-    end = len(argv) - len(container.argv) - 1
+    end = len(argv) - len(command) - 1
     fd = os.memfd_create("kubetrain-bwrap-args")
     try:
         os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in argv[start:end]))
@@ -325,8 +382,11 @@ def _host_path(path: str, binds: list[Bind]) -> str:
     return best.src + rest
 
 
-def check_program(program: str, path_env: str, chdir: str, binds: list[Bind], where: str) -> None:
-    """Exit codes 127 (not found) and 126 (not executable), like a shell, found before any sandbox is built."""
+def check_program(
+    program: str, path_env: str, chdir: str, binds: list[Bind], where: str, *, security: sc.Security | None = None
+) -> None:
+    """Exit codes 127 (not found) and 126 (not executable), like a shell, found before any sandbox is built.
+    ``security``: judge "executable" for that identity (a root-mode pod running as another user)."""
     if "/" in program:
         candidates = [program if os.path.isabs(program) else os.path.normpath(os.path.join(chdir, program))]
     else:
@@ -337,7 +397,7 @@ def check_program(program: str, path_env: str, chdir: str, binds: list[Bind], wh
     for cand in candidates:
         host = _host_path(cand, binds)
         if os.path.isfile(host):
-            if os.access(host, os.X_OK):
+            if security.may(os.stat(host), os.X_OK) if security is not None else os.access(host, os.X_OK):
                 return
             not_executable = not_executable or cand
     if not_executable is not None:
@@ -418,13 +478,16 @@ def run_exec_probe(probe: dict[str, Any], container: Container, ctx: PodContext)
         return False
     if not inner:
         return False
+    # The probe runs as the container does (its ids and capabilities), not with what nsenter gives.
+    sec = container.security
+    command = [*(sec.exec_prefix(entering=True) if sec is not None else []), *probe["exec"]["command"]]
     if ctx.rootless:
         # The pod's user namespace is a child of the TrainJob's; only from inside the TrainJob's (where the pod's
         # network already is) may we enter it, so: TrainJob namespaces first, then the pod's own.
         spaces = ["-U", "--preserve-credentials", "-m", "-u", "-i", "-p"]
-        argv = [*ctx.enter, "nsenter", "-t", inner[0], *spaces, "--", *probe["exec"]["command"]]
+        argv = [*ctx.enter, "nsenter", "-t", inner[0], *spaces, "--", *command]
     else:
-        argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *probe["exec"]["command"]]
+        argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *command]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=max(timeout, 1), env=container.env, check=False)
     except (subprocess.TimeoutExpired, OSError):

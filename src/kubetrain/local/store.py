@@ -394,6 +394,16 @@ class Store:
                 ],
             )
 
+    def delete_pods(self, namespace: str, trainjob: str, names: list[str]) -> None:
+        """Forget pods that no longer exist (an elastic TrainJob scaled down); their logs stay."""
+        if not names:
+            return
+        with self.transaction() as c:
+            c.executemany(
+                "DELETE FROM pods WHERE namespace=? AND trainjob=? AND name=?",
+                [(namespace, trainjob, n) for n in names],
+            )
+
     def put_pod(self, pod: PodRow) -> None:
         self.put_pods([pod])
 

@@ -20,11 +20,13 @@ from typing import Any
 from kubetrain.api import constants as C
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import namespaces, paths, pods, status
+from kubetrain.local.autoscaling import Autoscaling
 from kubetrain.local.failure_policy import FailurePolicy
 from kubetrain.local.jobstate import JobRun, PodRun
 from kubetrain.local.logindex import LogClock
 from kubetrain.local.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
+from kubetrain.local.scaling import Rescaler
 from kubetrain.local.store import Store, StoreError
 
 __all__ = [
@@ -45,7 +47,7 @@ TICK = 0.05
 GO = b"go\n"  # what a detached supervisor waits for on stdin before it acts (see LocalBackend._spawn_supervisor)
 
 
-class Supervisor(ReadinessGate, FailurePolicy):
+class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
     """The main loop over a TrainJob's state (``jobstate``), pods (``launch``), gating (``readiness``) and
     policies (``failure_policy``): suspend, activeDeadlineSeconds and gang admission are decided here."""
 
@@ -61,7 +63,7 @@ class Supervisor(ReadinessGate, FailurePolicy):
             if self.netns is None:
                 self.netns = NetworkNamespace.start()
             self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / "hosts").write_text(self.plan.hosts_file())
+            self._write_hosts()
             from concurrent.futures import ThreadPoolExecutor
 
             self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
@@ -214,11 +216,13 @@ class Supervisor(ReadinessGate, FailurePolicy):
                 return
             self.trainjob["spec"] = row.trainjob["spec"]
             self._latest_objects = row.objects
+            self.stored_trainer_status = (row.trainjob.get("status") or {}).get("trainerStatus")
         spec = self.trainjob["spec"]
         if self._handle_suspend(bool(spec.get("suspend"))):
             return
         if self._deadline_exceeded(spec.get("activeDeadlineSeconds")):
             return
+        self._maybe_rescale()
         if not self._admit_gang():
             return
         self._restart_due_pods()
@@ -228,6 +232,8 @@ class Supervisor(ReadinessGate, FailurePolicy):
         self._poll()
         self._probe()
         self._evaluate()
+        if not status.finished(self.status):
+            self._autoscale()
 
     def _handle_suspend(self, suspend: bool) -> bool:
         cond = next((c for c in self.status.get("conditions") or [] if c["type"] == C.COND_SUSPENDED), None)
@@ -246,7 +252,7 @@ class Supervisor(ReadinessGate, FailurePolicy):
             if latest != self.objects:
                 # runtimePatches changed while suspended: the JobSet is recreated from the new objects.
                 self._load_objects(latest)
-                (self.dir / "hosts").write_text(self.plan.hosts_file())
+                self._write_hosts()
                 self._reset_jobs()
             status.set_condition(self.status, C.COND_SUSPENDED, "False", C.REASON_RESUMED, C.MSG_RESUMED)
             self.event("Normal", C.REASON_RESUMED, C.MSG_RESUMED)

@@ -1,8 +1,9 @@
 """What ``apply`` may change on an existing TrainJob: upstream's mutability rules, locally.
 
 ``runtimeRef``, ``initializer``, ``trainer``, ``activeDeadlineSeconds`` and ``managedBy`` are immutable (CRD
-CEL ``self == oldSelf``); ``runtimePatches`` may change only while the TrainJob is suspended before or after the
-update (the TrainJob webhook); ``suspend``, labels and annotations may always change.
+CEL ``self == oldSelf``), except ``trainer.numNodes``, which the backend checks against the runtime (it may change
+for an elastic runtime, within minNodes..maxNodes); ``runtimePatches`` may change only while the TrainJob is
+suspended before or after the update (the TrainJob webhook); ``suspend``, labels and annotations may always change.
 """
 
 from __future__ import annotations
@@ -35,14 +36,27 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def num_nodes(spec: dict[str, Any]) -> Any:
+    return (spec.get("trainer") or {}).get("numNodes")
+
+
+def _immutable_part(spec: dict[str, Any], field: str) -> Any:
+    value = spec.get(field)
+    if field == "trainer":  # a trainer that only sets numNodes is no trainer as far as immutability goes
+        value = {k: v for k, v in (value or {}).items() if k != "numNodes"}
+    return value
+
+
 def plan_update(old: dict[str, Any], new: dict[str, Any]) -> str:
     """``unchanged`` or ``configured`` for the wire TrainJobs ``old`` (stored) and ``new`` (applied); raises
     ``ImmutableFieldError`` naming the field when the change is not allowed."""
     name = (old.get("metadata") or {}).get("name")
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     for field in IMMUTABLE:
-        if old_spec.get(field) != new_spec.get(field):
-            path, a, b = _first_difference(old_spec.get(field), new_spec.get(field), f"spec.{field}")
+        if _immutable_part(old_spec, field) != _immutable_part(new_spec, field):
+            path, a, b = _first_difference(
+                _immutable_part(old_spec, field), _immutable_part(new_spec, field), f"spec.{field}"
+            )
             raise ImmutableFieldError(
                 f'TrainJob "{name}" is invalid: spec.{field}: field is immutable ({path}: {_short(a)} -> '
                 f"{_short(b)}). Fix: `kubetrain delete trainjob {name}` and apply it again, or apply it under a "

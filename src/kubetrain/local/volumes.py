@@ -2,7 +2,12 @@
 
 ``emptyDir`` is per pod; PVCs and JobSet ``volumeClaimPolicies`` are per-TrainJob directories shared by its pods
 (and kept after the TrainJob is deleted, like a retained PVC); ``configMap``/``secret`` are materialised from the
-compiled objects with their file modes; ``hostPath`` is bound as is.
+compiled objects with their file modes; ``hostPath`` is bound as is, and only below the directories
+``security.allowedHostPaths`` of ``$KUBETRAIN_HOME/config.yaml`` allows.
+
+Permissions are the kubelet's: an ``emptyDir`` is mode 0777 (any ``runAsUser`` may write it), and with the pod's
+``fsGroup`` every volume but ``hostPath`` is group-owned by it (as root; an ordinary user has only their own
+group), group-writable and setgid, so files created there join the group.
 """
 
 from __future__ import annotations
@@ -18,6 +23,64 @@ from kubetrain.local.namespaces import Bind
 
 class VolumeError(KubetrainError):
     pass
+
+
+HOST_PATHS_SETTING = "security.allowedHostPaths"
+
+
+def _under(path: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/") or prefix == ""
+
+
+def check_host_path(path: str, allowed: list[str], where: str, volume: str, config_file: str) -> str:
+    """The real path of a hostPath volume (symlinks and ``..`` resolved), if it lies below an allowed directory;
+    otherwise ``VolumeError`` naming the volume, the path and the setting."""
+    real = os.path.realpath(path)
+    if any(_under(real, os.path.realpath(p)) for p in allowed):
+        return real
+    resolved = f" (resolves to {real})" if real != os.path.normpath(path) else ""
+    now = ", ".join(allowed) if allowed else "none"
+    suggestion = os.path.dirname(real) if os.path.isfile(real) else real
+    raise VolumeError(
+        f"{where}.hostPath.path: volume {volume!r} mounts {path}{resolved} from this machine, which is not below "
+        f"a directory allowed for hostPath volumes ({HOST_PATHS_SETTING} in {config_file}: {now}). Fix: add it "
+        f"to {HOST_PATHS_SETTING} (e.g. `security: {{allowedHostPaths: [{suggestion}]}}`), or use a "
+        "persistentVolumeClaim or emptyDir volume instead"
+    )
+
+
+_RW_MASK, _RO_MASK, _DIR_BITS = 0o660, 0o440, 0o2110
+
+
+def apply_fs_group(root: Path, gid: int | None, *, read_only: bool, policy: str) -> None:
+    """The kubelet's volume ownership for ``fsGroup``: every file group-owned by ``gid`` (when it is given, i.e.
+    as root), readable (and writable unless ``read_only``) by the group, directories setgid so new files join it.
+    ``OnRootMismatch`` skips the walk when the volume's root already has the group and mode."""
+    mask = _RO_MASK if read_only else _RW_MASK
+    try:
+        st = root.stat()
+    except OSError:
+        return
+    want = st.st_mode | mask | (_DIR_BITS if root.is_dir() else 0)
+    if policy == "OnRootMismatch" and (gid is None or st.st_gid == gid) and st.st_mode == want:
+        return
+    todo = [str(root)]
+    if root.is_dir():
+        for dirpath, dirnames, filenames in os.walk(root):
+            todo += [os.path.join(dirpath, n) for n in dirnames + filenames]
+    for p in todo:
+        try:
+            lst = os.lstat(p)
+            if gid is not None and lst.st_gid != gid:
+                os.lchown(p, -1, gid)
+            if os.path.islink(p):
+                continue
+            extra = mask | (_DIR_BITS if os.path.isdir(p) else 0)
+            if lst.st_mode & 0o7777 | extra != lst.st_mode & 0o7777:
+                os.chmod(p, (lst.st_mode & 0o7777) | extra)
+        except OSError:
+            continue  # a file vanishing mid-walk or one the user cannot change stays as it is, as for the kubelet
 
 
 def _safe_name(name: str) -> str:
@@ -66,23 +129,42 @@ def pod_volumes(
 ) -> dict[str, Path]:
     """Host directory (or file) for each volume of the pod, created and filled now."""
     out: dict[str, Path] = {}
+    psc = spec.get("securityContext") or {}
+    fs_group = psc.get("fsGroup")
+    # An ordinary user has one group to give; root gives files the pod's fsGroup like the kubelet.
+    chown_gid = fs_group if isinstance(fs_group, int) and os.geteuid() == 0 else None
+    policy = str(psc.get("fsGroupChangePolicy") or "Always")
+    # 0777 emptyDirs are reachable only through the pod's bind: their host parent is the user's alone.
+    (pod_dir / "volumes").mkdir(parents=True, exist_ok=True, mode=0o700)
+    owned: list[tuple[Path, bool]] = []
     for i, vol in enumerate(spec.get("volumes") or []):
         name = vol["name"]
         vwhere = f"{where}.volumes[{i}]"
         if "emptyDir" in vol:
             path = pod_dir / "volumes" / _safe_name(name)
             path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)
+            owned.append((path, False))
         elif "persistentVolumeClaim" in vol:
             path = claims_dir / _safe_name(vol["persistentVolumeClaim"]["claimName"])
+            _claims_parent(claims_dir)
             path.mkdir(parents=True, exist_ok=True)
+            owned.append((path, bool(vol["persistentVolumeClaim"].get("readOnly"))))
         elif "configMap" in vol:
             path = pod_dir / "volumes" / _safe_name(name)
             _project("ConfigMap", vol["configMap"], index, path, f"{vwhere}.configMap")
+            owned.append((path, True))
         elif "secret" in vol:
             path = pod_dir / "volumes" / _safe_name(name)
             _project("Secret", vol["secret"], index, path, f"{vwhere}.secret")
+            owned.append((path, True))
         elif "hostPath" in vol:
-            path = Path(vol["hostPath"]["path"])
+            from kubetrain.local import config, paths
+
+            allowed = config.load().security.allowed_host_paths
+            path = Path(
+                check_host_path(str(vol["hostPath"]["path"]), allowed, vwhere, name, str(paths.config_file()))
+            )
             kind = vol["hostPath"].get("type", "")
             if kind == "DirectoryOrCreate":
                 path.mkdir(parents=True, exist_ok=True)
@@ -100,9 +182,20 @@ def pod_volumes(
         for m in c.get("volumeMounts") or []:
             if m["name"] not in out and m["name"] in claim_templates:
                 path = claims_dir / _safe_name(m["name"])
+                _claims_parent(claims_dir)
                 path.mkdir(parents=True, exist_ok=True)
                 out[m["name"]] = path
+                owned.append((path, False))
+    if isinstance(fs_group, int):
+        for path, read_only in owned:
+            apply_fs_group(path, chown_gid, read_only=read_only, policy=policy)
     return out
+
+
+def _claims_parent(claims_dir: Path) -> None:
+    """A new claims directory is the user's alone (group-writable claims must not be reachable by others)."""
+    if not claims_dir.exists():
+        claims_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def container_binds(container: dict[str, Any], volumes: dict[str, Path], where: str) -> list[Bind]:

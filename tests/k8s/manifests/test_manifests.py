@@ -237,12 +237,14 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
     (role,) = [r for r in by_kind(built, "ClusterRole") if r["metadata"]["name"] == "kubetrain-operator"]
     read = {"get", "list", "watch"}
     assert rules(role) == {
-        ("trainer.kubeflow.org", "trainjobs"): {"list", "watch"},
+        ("trainer.kubeflow.org", "trainjobs"): read,
         ("trainer.kubeflow.org", "trainjobs/status"): {"patch"},
         ("trainer.kubeflow.org", "trainjobs/finalizers"): {"update"},
         ("trainer.kubeflow.org", "trainingruntimes"): read | {"patch"},
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
-        ("jobset.x-k8s.io", "jobsets"): read | {"create", "patch", "delete"},
+        ("jobset.x-k8s.io", "jobsets"): read | {"create", "update", "patch", "delete"},
+        ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "patch"},
+        ("", "pods"): {"list"},
         ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "patch"},
         ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "patch"},
         ("", "configmaps"): read | {"create", "patch"},

@@ -44,6 +44,7 @@ class Cluster:
     runtimes: dict[tuple[str, str, str | None], Any] = field(default_factory=dict)
     jobsets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+    trainjobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fail_lookups: bool = False
     calls: list[tuple[str, str, str | None]] = field(default_factory=list)
 
@@ -55,6 +56,9 @@ class Cluster:
 
     async def jobset(self, name: str, namespace: str) -> dict[str, Any] | None:
         return self.jobsets.get((name, namespace))
+
+    async def trainjob(self, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.trainjobs.get((name, namespace))
 
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         if self.fail_lookups:
@@ -171,6 +175,7 @@ def served(bundle: CertBundle, tmp_path_factory: pytest.TempPathFactory) -> Iter
             port=0,
             jobset_lookup=cluster.jobset,
             namespace_lookup=cluster.namespace_labels,
+            trainjob_lookup=cluster.trainjob,
             clock=lambda: NOW,
         ),
         loop,

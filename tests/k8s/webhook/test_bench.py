@@ -27,6 +27,8 @@ def test_bench_smoke_and_section_replacement(tmp_path: Path, monkeypatch: pytest
     target = tmp_path / "BENCHMARKS.md"
     target.write_text("# Benchmarks\n\n<!-- bench:other -->\nother section\n<!-- /bench:other -->\n")
     monkeypatch.setattr(bench._report, "REPORT", target)  # type: ignore[attr-defined]
+    # The exit status reflects the p99 target; a loaded test machine must not fail this smoke test on timing.
+    monkeypatch.setattr(bench, "TARGET_P99_MS", float("inf"))
     assert bench.main(["--requests", "30", "--concurrency", "2"]) == 0  # type: ignore[attr-defined]
     assert bench.main(["--requests", "30", "--concurrency", "2"]) == 0  # type: ignore[attr-defined]
     content = target.read_text()

@@ -98,7 +98,7 @@ def test_schema_errors_name_the_field(served: Served) -> None:
 
 def test_immutable_fields_on_update(served: Served) -> None:
     old = trainjob(trainer={"numNodes": 1})
-    new = trainjob(trainer={"numNodes": 2})
+    new = trainjob(trainer={"numNodes": 1, "image": "other:1"})  # numNodes: see test_scale.py
     resp = served.review(V, new, old=old, operation="UPDATE")
     assert resp["allowed"] is False
     assert resp["status"]["message"].startswith("spec.trainer: field is immutable")

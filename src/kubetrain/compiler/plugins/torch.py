@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
-from kubetrain.api.runtime import ElasticPolicy
+from kubetrain.api.runtime import AnyRuntime, ElasticPolicy
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import env as e
 from kubetrain.compiler.errors import CompileError
+from kubetrain.compiler.framework import object_meta
 from kubetrain.compiler.info import Info, PodSet, cpu_count
+from kubetrain.compiler.keys import KeyGen
 from kubetrain.compiler.plugins import torchtune
 
 
@@ -33,6 +38,23 @@ def resolve_num_proc(info: Info) -> str:
     return str(max(1, cpu_count(info.effective_resources())))
 
 
+def elastic_policy_of(runtime: AnyRuntime) -> ElasticPolicy | None:
+    """The runtime's torch elasticPolicy: only then may a TrainJob's node count change while it runs."""
+    ml = runtime.spec.ml_policy
+    return ml.torch.elastic_policy if ml is not None and ml.torch is not None else None
+
+
+def default_node_count(runtime: AnyRuntime) -> int | None:
+    """An elastic runtime's node count for a TrainJob that does not set numNodes (None: not elastic)."""
+    ep = elastic_policy_of(runtime)
+    if ep is None:
+        return None
+    ml = runtime.spec.ml_policy
+    if ml is not None and ml.num_nodes is not None:
+        return ml.num_nodes
+    return ep.max_nodes or ep.min_nodes or 1
+
+
 def elastic_bounds(policy: ElasticPolicy, count: int) -> tuple[int, int]:
     lo = policy.min_nodes if policy.min_nodes is not None else count
     hi = policy.max_nodes if policy.max_nodes is not None else max(count, lo)
@@ -53,14 +75,19 @@ class Torch:
             if tj is not None and tj.num_nodes is not None:
                 trainer_ps.count = tj.num_nodes
             elif policy.elastic_policy is not None and info.ml_policy.num_nodes is None:
-                ep = policy.elastic_policy
-                trainer_ps.count = ep.max_nodes or ep.min_nodes or 1
+                trainer_ps.count = default_node_count(info.runtime) or 1
         nproc = resolve_num_proc(info)
         count = trainer_ps.count if trainer_ps is not None else 1
         nnodes = str(count)
         if policy.elastic_policy is not None:
             lo, hi = elastic_bounds(policy.elastic_policy, count)
             nnodes = f"{lo}:{hi}"
+            ep = policy.elastic_policy
+            if trainer_ps is not None and ep.max_restarts is not None:
+                # maxRestarts also bounds the node pods' own failures (an agent that dies takes its pod with it),
+                # unless the runtime's Job template sets its own backoffLimit.
+                job = trainer_ps.replicated_job.setdefault("template", {}).setdefault("spec", {})
+                job.setdefault("backoffLimit", ep.max_restarts)
 
         tune = torchtune.is_torchtune(info.trainjob)
         node = trainer_ps.container(c.NODE) if trainer_ps is not None else None
@@ -98,6 +125,36 @@ class Torch:
             e.set_env(container, c.PET_RDZV_ENDPOINT, f"{info.master_host()}:{c.DEFAULT_PORT}")
             e.set_env(container, c.PET_RDZV_ID, info.name)
             e.set_env(container, c.PET_MAX_RESTARTS, str(ep.max_restarts if ep.max_restarts is not None else 3))
+            # Tuning a user may override through trainer.env (theirs was upserted before this runs).
+            if not _has_env(container, c.PET_RDZV_CONF):
+                e.set_env(container, c.PET_RDZV_CONF, f"last_call_timeout={c.ELASTIC_LAST_CALL_SECONDS}")
+            if not _has_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE):
+                e.set_env(container, c.TORCH_DISABLE_SHARE_RDZV_TCP_STORE, "1")
+
+    def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
+        """With ``elasticPolicy.metrics``: one autoscaling/v2 HorizontalPodAutoscaler whose target is the TrainJob
+        itself (its scale subresource sets ``spec.trainer.numNodes``), bounded by minNodes..maxNodes."""
+        if not applies(info):
+            return []
+        assert info.ml_policy is not None and info.ml_policy.torch is not None
+        ep = info.ml_policy.torch.elastic_policy
+        trainer_ps = info.trainer()
+        if ep is None or not ep.metrics or trainer_ps is None:
+            return []
+        lo, hi = elastic_bounds(ep, trainer_ps.count)
+        return [
+            {
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": object_meta(info, info.name),
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": c.KIND_TRAINJOB, "name": info.name},
+                    "minReplicas": lo,
+                    "maxReplicas": hi,
+                    "metrics": copy.deepcopy(ep.metrics),
+                },
+            }
+        ]
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
@@ -132,14 +189,24 @@ class Torch:
                     "swap or correct the bounds",
                 )
             if tj is not None and tj.num_nodes is not None and not lo <= tj.num_nodes <= hi:
+                fix = (
+                    f"scale within {lo}..{hi} (the runtime's elasticPolicy)"
+                    if old is not None
+                    else f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes"
+                )
                 result.error(
                     "spec.trainer.numNodes",
                     f"must be between elasticPolicy minNodes ({lo}) and maxNodes ({hi}), got {tj.num_nodes}",
-                    f"set numNodes within {lo}..{hi} or drop it to start with {hi} nodes",
+                    fix,
                 )
         if torchtune.is_torchtune(info.trainjob):
             result.extend(torchtune.validate(info, resolve_num_proc(info)))
         return result
+
+
+def _has_env(container: dict[str, object], name: str) -> bool:
+    env = container.get("env")
+    return isinstance(env, list) and any(isinstance(x, dict) and x.get("name") == name for x in env)
 
 
 def trainer_pod_set(info: Info) -> PodSet | None:

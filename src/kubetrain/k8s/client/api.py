@@ -71,15 +71,35 @@ class Client:
     ) -> dict[str, Any]:
         return await patching.merge_patch(self.session, res, name, namespace, patch, field_manager=self.field_manager)
 
+    async def scale(self, res: Resource, name: str, namespace: str | None, replicas: int) -> dict[str, Any]:
+        """Set ``spec.replicas`` through the scale subresource (what ``kubectl scale`` and an HPA do)."""
+        return await patching.merge_patch(
+            self.session,
+            res,
+            name,
+            namespace,
+            {"spec": {"replicas": replicas}},
+            subresource="scale",
+            field_manager=self.field_manager,
+        )
+
     async def patch_status(
         self, res: Resource, name: str, namespace: str | None, status: dict[str, Any]
     ) -> dict[str, Any]:
         return await patching.patch_status(self.session, res, name, namespace, status, field_manager=self.field_manager)
 
     async def delete(
-        self, res: Resource, name: str, namespace: str | None = None, *, missing_ok: bool = False
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        missing_ok: bool = False,
+        propagation: str = "Background",
     ) -> dict[str, Any] | None:
-        return await deleting.delete(self.session, res, name, namespace, missing_ok=missing_ok)
+        return await deleting.delete(
+            self.session, res, name, namespace, missing_ok=missing_ok, propagation=propagation
+        )
 
     def watch(
         self,

@@ -48,6 +48,7 @@ POD = Resource("", "v1", "pods", "Pod")
 EVENT = Resource("", "v1", "events", "Event")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 
 KNOWN: tuple[Resource, ...] = (
@@ -63,6 +64,7 @@ KNOWN: tuple[Resource, ...] = (
     EVENT,
     NAMESPACE,
     LEASE,
+    HPA,
     CRD,
 )
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN}

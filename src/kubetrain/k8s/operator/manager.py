@@ -127,7 +127,7 @@ class Operator:
                 transform=_OWNED_TRANSFORMS.get(res.plural, owned_only),
                 watch_timeout=wt,
             )
-            for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP)
+            for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP, r.HPA)
         }
         self.caches = Caches(self.trainjobs, self.runtimes, self.cluster_runtimes, owned)
         self.reconciler = TrainJobReconciler(client, self.caches, self.metrics, keygen=keygen, clock=clock)

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubetrain.api import KubetrainError, TrainJob
+from kubetrain.api import KubetrainError, TrainJob, elastic
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.compiler import KeyGen, Subject, compile_trainjob, ecdsa_keygen, validate_objects
+from kubetrain.compiler.plugins.torch import elastic_policy_of
 from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, TRAINJOB, for_object
 from kubetrain.k8s.operator import status as st
@@ -24,6 +25,7 @@ from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.metrics import Metrics
 from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
+from kubetrain.k8s.operator.scaling import JobSetScaler, RequeueNow, scaling_status, with_budget
 
 log = logging.getLogger("kubetrain.operator.reconciler")
 Key = tuple[str, str]
@@ -84,6 +86,9 @@ class TrainJobReconciler:
         self.clock = clock
         self.events = EventRecorder(client, clock)
         self.runtime_source = RuntimeSource(caches.owned[("v1", "ConfigMap")], caches.runtimes, caches.cluster_runtimes)
+        self.scaler = JobSetScaler(
+            client, caches.trainjobs, caches.owned[(c.JOBSET_API_VERSION, "JobSet")], self.events
+        )
         self.first_seen: dict[Key, float] = {}
         """Monotonic time a watch event first showed a TrainJob: where the JobSet latency metric starts."""
 
@@ -100,20 +105,26 @@ class TrainJobReconciler:
         conditions = (tj.get("status") or {}).get("conditions") or []
         resources_error: tuple[str, str] | None = None
         unsupported: str | None = None
+        elastic_job = False
         if not st.finished(conditions):
             try:
-                await self._reconcile_objects(tj)
+                elastic_job = await self._reconcile_objects(tj)
             except UnsupportedRuntime as exc:
                 unsupported = str(exc)
             except (RuntimeLoadError, KubetrainError) as exc:
                 resources_error = (st.REASON_BUILD_FAILED, str(exc))
-            except Requeue:
-                raise
+            except (Requeue, RequeueNow) as exc:
+                raise Requeue() from exc
             except ApiError as exc:
                 resources_error = (st.REASON_APPLY_FAILED, f"{exc.status} {exc.reason}: {exc.message}")
+            tj = self.caches.trainjobs.get(namespace, name) or tj  # a re-creation recorded its restart budget
         jobset = self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].get(namespace, name)
         now = self.clock()
-        update = st.compute(tj, jobset, now, resources_error=resources_error)
+        nodes = None
+        if elastic_job and jobset is not None and not (jobset.get("metadata") or {}).get("deletionTimestamp"):
+            count, selector = elastic.node_count(jobset), elastic.pod_selector(jobset)
+            nodes = (count, selector) if count is not None and selector is not None else None
+        update = st.compute(tj, jobset, now, resources_error=resources_error, nodes=nodes)
         if unsupported is not None:
             conds = update.status.setdefault("conditions", [])
             st.set_condition(conds, c.COND_FAILED, "True", c.REASON_RUNTIME_NOT_SUPPORTED, unsupported, now)
@@ -128,26 +139,39 @@ class TrainJobReconciler:
             raise ReconcileError(note)
         return update.deadline.requeue_after
 
-    async def _reconcile_objects(self, tj: dict[str, Any]) -> None:
+    async def _reconcile_objects(self, tj: dict[str, Any]) -> bool:
+        """Returns whether the TrainJob is elastic (its runtime has a torch elasticPolicy)."""
         model, result = parse_manifest(tj, source="TrainJob")
         if not isinstance(model, TrainJob) or not result.ok:
             raise RuntimeLoadError("; ".join(f.render() for f in result.errors) or "not a TrainJob")
         runtime, from_snapshot = self.runtime_source.load(model)
-        if self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].get(model.namespace, model.name) is None:
+        first = not scaling_status(tj).get("recreations")
+        if first and self.caches.owned[(c.JOBSET_API_VERSION, "JobSet")].get(model.namespace, model.name) is None:
             # Before the first objects exist, the same checks as the webhook and `kubetrain validate` (a TrainJob
             # admitted without the webhook must not half-build); a running job is never re-judged by newer rules.
             checked = validate_objects([Subject(model)], installed=[runtime])[0]
             if not checked.ok:
                 raise KubetrainError("; ".join(f.render() for f in checked.errors))
+        is_elastic = elastic_policy_of(runtime) is not None
         for obj in compile_trainjob(model, runtime, keygen=self.keygen):
-            await self._sync(model, obj, from_snapshot)
+            await self._sync(model, obj, from_snapshot, tj, is_elastic)
+        return is_elastic
 
-    async def _sync(self, tj: TrainJob, obj: dict[str, Any], from_snapshot: bool) -> None:
+    async def _sync(
+        self, tj: TrainJob, obj: dict[str, Any], from_snapshot: bool, wire: dict[str, Any], is_elastic: bool
+    ) -> None:
         """Apply one compiled object unless upstream's rules say to leave the live one alone (§3.4, §4.12)."""
         kind, name = obj["kind"], obj["metadata"]["name"]
         cache = self.caches.owned_cache(obj)
         live = cache.get(tj.namespace, name) if cache else None
         suspended = bool(tj.spec.suspend)
+        if kind == "JobSet" and live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
+            return  # being deleted to change its node count: created again once it is gone
+        if kind == "JobSet" and live is not None and is_elastic and elastic.node_count(live) != elastic.node_count(obj):
+            await self.scaler.rescale(wire, live, obj)  # the next reconcile (its watch event) does the rest
+            return
+        if kind == "JobSet" and live is None:
+            obj = with_budget(obj, scaling_status(wire))
         if kind == "ConfigMap" and name == snapshot_name(tj.name):
             if not from_snapshot:
                 await self._create_once(obj, cache, snapshot=True)
@@ -175,8 +199,8 @@ class TrainJobReconciler:
                 if seen is not None:
                     self.metrics.jobset_latency.observe(time.monotonic() - seen)
             return
-        if kind == "PodGroup" and live is not None and not suspended:
-            return
+        if kind == "PodGroup" and live is not None and not suspended and not (is_elastic and not contains(live, obj)):
+            return  # created once; an elastic job's gang follows its node count
         if live is not None and contains(live, obj):
             return  # e.g. the MPI hostfile, re-applied upstream every time: skip the no-op request
         applied = await self.client.apply(obj)

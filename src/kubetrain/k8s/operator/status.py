@@ -146,8 +146,11 @@ def compute(
     now: dt.datetime,
     *,
     resources_error: tuple[str, str] | None = None,
+    nodes: tuple[int, str] | None = None,
 ) -> StatusUpdate:
-    """The TrainJob's next status. ``resources_error`` is ``(reason, message)`` of a failed build/apply."""
+    """The TrainJob's next status. ``resources_error`` is ``(reason, message)`` of a failed build/apply;
+    ``nodes``: an elastic TrainJob's running trainer node count and their pods' selector (the scale subresource's
+    status side)."""
     old = trainjob.get("status") or {}
     status = copy.deepcopy(old)
     conditions: list[dict[str, Any]] = status.get("conditions") or []
@@ -166,6 +169,8 @@ def compute(
         set_condition(conditions, COND_RESOURCES_FAILED, "True", resources_error[0], message, now)
     else:
         remove_condition(conditions, COND_RESOURCES_FAILED)
+    if nodes is not None:
+        status["numNodes"], status["selector"] = nodes
     deadline = check_deadline(trainjob, conditions, now)
     if conditions:
         status["conditions"] = conditions

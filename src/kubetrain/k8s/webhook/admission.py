@@ -30,6 +30,7 @@ class Request:
     obj: dict[str, Any] | None
     old: dict[str, Any] | None
     dry_run: bool = False
+    sub_resource: str | None = None  # "scale" for kubectl scale / an HPA
 
     @classmethod
     def parse(cls, body: Any) -> Request:
@@ -52,6 +53,7 @@ class Request:
             obj=obj if isinstance(obj, dict) else None,
             old=old if isinstance(old, dict) else None,
             dry_run=bool(req.get("dryRun")),
+            sub_resource=req.get("subResource") or None,
         )
 
 

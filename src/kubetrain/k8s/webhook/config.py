@@ -18,7 +18,7 @@ _RUNTIME_SELECTOR = {
 
 
 def _hook(
-    name: str, path: str, resource: str, service: str, namespace: str, ca: bytes | None
+    name: str, path: str, resource: str | list[str], service: str, namespace: str, ca: bytes | None
 ) -> dict[str, Any]:
     client: dict[str, Any] = {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}}
     if ca is not None:
@@ -35,7 +35,7 @@ def _hook(
                 "apiGroups": [c.GROUP],
                 "apiVersions": [c.VERSION],
                 "operations": ["CREATE", "UPDATE"],
-                "resources": [resource],
+                "resources": resource if isinstance(resource, list) else [resource],
                 "scope": "*",
             }
         ],
@@ -59,8 +59,9 @@ def webhook_configurations(
         _hook(names.WEBHOOK_VALIDATOR_TRAINING_RUNTIME, names.VALIDATE_TRAINING_RUNTIME, "trainingruntimes",
               service, namespace, ca_bundle)
         | {"objectSelector": _RUNTIME_SELECTOR} | events,
-        _hook(names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB, "trainjobs", service, namespace,
-              ca_bundle) | events,
+        # trainjobs/scale: kubectl scale and an HPA change numNodes through it (judged as a TrainJob update).
+        _hook(names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB, ["trainjobs", "trainjobs/scale"], service,
+              namespace, ca_bundle) | events,
     ]  # fmt: skip
     mutators = [
         _hook(

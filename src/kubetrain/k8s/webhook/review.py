@@ -26,6 +26,7 @@ from kubetrain.k8s.webhook.podsecurity import (
     review_runtime_pods,
     review_trainjob_pods,
 )
+from kubetrain.k8s.webhook.scale import default_num_nodes
 from kubetrain.k8s.webhook.warnings import admission_warnings
 
 RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
@@ -199,7 +200,33 @@ async def review_runtime(req: Request, namespace_lookup: NamespaceLookup | None 
 
 
 def default_trainjob(req: Request, clock: Clock) -> Response:
-    """Stamp ``spec.runtimePatches[].time`` (the only thing the defaulter changes)."""
+    """Stamp ``spec.runtimePatches[].time``."""
     if req.operation not in ("CREATE", "UPDATE") or req.obj is None:
         return Response(uid=req.uid)
     return Response(uid=req.uid, patch=runtime_patch_times(req.obj, req.old, req.operation, clock()))
+
+
+async def default_trainjob_with_runtime(req: Request, clock: Clock, runtime_lookup: RuntimeLookup) -> Response:
+    """``default_trainjob`` plus, on CREATE, ``spec.trainer.numNodes`` for an elastic runtime (so the scale
+    subresource can be read; ``kubetrain.k8s.webhook.scale``). A runtime that cannot be read is left to the
+    validator: defaulting never blocks a create."""
+    response = default_trainjob(req, clock)
+    if req.operation != "CREATE" or req.obj is None or _being_deleted(req):
+        return response
+    ref = ((req.obj.get("spec") or {}).get("runtimeRef")) or {}
+    kind = ref.get("kind") or c.KIND_CLUSTER_TRAINING_RUNTIME
+    if not isinstance(ref.get("name"), str) or (ref.get("apiGroup") or c.GROUP) != c.GROUP or kind not in (
+        c.KIND_TRAINING_RUNTIME,
+        c.KIND_CLUSTER_TRAINING_RUNTIME,
+    ):
+        return response
+    namespace = ((req.obj.get("metadata") or {}).get("namespace") or req.namespace or "default") if (
+        kind == c.KIND_TRAINING_RUNTIME) else None
+    try:
+        found = await runtime_lookup(kind, ref["name"], namespace)
+    except Exception:
+        return response
+    runtime = _as_runtime(found, kind, namespace)[0] if found is not None else None
+    if runtime is not None:
+        response.patch += default_num_nodes(req.obj, runtime)
+    return response

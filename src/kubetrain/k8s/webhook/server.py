@@ -30,10 +30,11 @@ from kubetrain.k8s.webhook.review import (
     JobSetLookup,
     LookupFailed,
     RuntimeLookup,
-    default_trainjob,
+    default_trainjob_with_runtime,
     review_runtime,
     review_trainjob,
 )
+from kubetrain.k8s.webhook.scale import TrainJobLookup, is_scale, review_scale
 from kubetrain.k8s.webhook.warnings import admission_warnings
 
 WarningEvents = Callable[[Request, list[str]], Coroutine[Any, Any, None]]
@@ -129,6 +130,7 @@ def make_app(
     latencies: Latencies | None = None,
     warning_events: WarningEvents | None = None,
     namespace_lookup: NamespaceLookup | None = None,
+    trainjob_lookup: TrainJobLookup | None = None,
 ) -> web.Application:
     """The webhook routes (upstream's paths) plus ``/healthz`` and ``/readyz``.
 
@@ -137,7 +139,8 @@ def make_app(
     ``clock`` stamps ``runtimePatches[].time``; ``warning_events`` records the complete text of warnings that
     had to be shortened (without it, warnings are only shortened); ``namespace_lookup(name)`` returns a
     namespace's labels (or None), for its ``pod-security.kubernetes.io/*`` levels (without it: Pod Security
-    warnings at baseline, no enforcement).
+    warnings at baseline, no enforcement); ``trainjob_lookup(name, namespace)`` the live TrainJob, for reviews
+    of its scale subresource (without it, scaling is admitted unchecked).
     """
     lat = latencies or Latencies()
     app = web.Application(client_max_size=MAX_BODY)
@@ -145,13 +148,15 @@ def make_app(
     app[READY] = asyncio.Event()
 
     async def trainjob(req: Request) -> Response:
+        if is_scale(req):
+            return await review_scale(req, trainjob_lookup, trainjob)
         return await review_trainjob(req, runtime_lookup, jobset_lookup, namespace_lookup)
 
     async def runtime(req: Request) -> Response:
         return await review_runtime(req, namespace_lookup)
 
     async def defaulter(req: Request) -> Response:
-        return default_trainjob(req, clock)
+        return await default_trainjob_with_runtime(req, clock, runtime_lookup)
 
     app.router.add_post(names.MUTATE_TRAINJOB, _handler(defaulter, lat))
     app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat, warning_events))
@@ -257,6 +262,7 @@ async def start(
     port: int = names.DEFAULT_PORT,
     jobset_lookup: JobSetLookup | None = None,
     namespace_lookup: NamespaceLookup | None = None,
+    trainjob_lookup: TrainJobLookup | None = None,
     clock: Clock = _utcnow,
     manage_certs: bool | None = None,
     service: str | None = None,
@@ -286,6 +292,7 @@ async def start(
         runtime_lookup = runtime_lookup or adapter.runtime
         jobset_lookup = jobset_lookup or adapter.jobset
         namespace_lookup = namespace_lookup or adapter.namespace_labels
+        trainjob_lookup = trainjob_lookup or adapter.trainjob
     if runtime_lookup is None:
         raise TypeError("start() needs runtime_lookup or client")
     cert_path = Path(cert_dir or names.DEFAULT_CERT_DIR)
@@ -317,6 +324,7 @@ async def start(
         jobset_lookup=jobset_lookup,
         clock=clock,
         namespace_lookup=namespace_lookup,
+        trainjob_lookup=trainjob_lookup,
         warning_events=warning_events or (adapter.warning_event if adapter is not None else None),
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)  # no access log: one line per review

@@ -88,6 +88,13 @@ class ClientAdapter:
         except ApiError as exc:
             log.warning("could not record the admission warning event for %s %s: %s", obj.get("kind"), name, exc)
 
+    async def trainjob(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """The live TrainJob (a scale subresource review carries only its Scale)."""
+        try:
+            return await self.client.get(r.TRAINJOB, name, namespace)
+        except NotFound:
+            return None
+
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         """A namespace's labels (its ``pod-security.kubernetes.io/*`` levels); None when it does not exist."""
         try:

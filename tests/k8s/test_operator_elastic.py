@@ -1,0 +1,148 @@
+"""The operator and elastic TrainJobs: one HPA per TrainJob from elasticPolicy.metrics, a new numNodes reaching the
+running JobSet (in place, or by re-creating it with the restart budget carried over), and the scale subresource's
+status side (status.numNodes, status.selector)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubetrain.k8s.client import resources as r
+from tests.k8s.helpers import Env, fake_env, run, running_operator, torch_runtime, trainjob, wait_for
+
+CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+JOBSET = "jobset.x-k8s.io"
+
+
+def elastic_runtime(name: str = "elastic", metrics: list[dict[str, Any]] | None = None, **policy: Any) -> dict:
+    rt = torch_runtime(name)
+    ep: dict[str, Any] = {"minNodes": 1, "maxNodes": 4, "maxRestarts": 3, **policy}
+    if metrics:
+        ep["metrics"] = metrics
+    rt["spec"]["mlPolicy"] = {"torch": {"elasticPolicy": ep}}
+    return rt
+
+
+def node_job(env: Env, name: str) -> dict[str, Any]:
+    js = env.get("jobsets", name, group=JOBSET)
+    return next(rj for rj in js["spec"]["replicatedJobs"] if rj["name"] == "node")["template"]["spec"]
+
+
+def test_hpa_per_trainjob_from_metrics_owned_by_it() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(metrics=[CPU]))
+            await env.client.create(elastic_runtime("no-metrics"))
+            async with running_operator(env):
+                tj = await env.client.create(trainjob("auto", runtime="elastic", trainer={"numNodes": 2}))
+                await env.client.create(trainjob("plain", runtime="no-metrics", trainer={"numNodes": 2}))
+                hpa = await wait_for(lambda: env.find("horizontalpodautoscalers", "auto", group="autoscaling"),
+                                     what="HPA")
+                assert hpa["spec"] == {
+                    "scaleTargetRef": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                       "name": "auto"},
+                    "minReplicas": 1,
+                    "maxReplicas": 4,
+                    "metrics": [CPU],
+                }
+                owner = hpa["metadata"]["ownerReferences"][0]
+                assert (owner["kind"], owner["uid"], owner["controller"]) == ("TrainJob", tj["metadata"]["uid"], True)
+                await wait_for(lambda: env.find("jobsets", "plain", group=JOBSET), what="plain JobSet")
+                assert env.find("horizontalpodautoscalers", "plain", group="autoscaling") is None
+                st = await wait_for(lambda: env.get("trainjobs", "auto").get("status", {}).get("numNodes") and
+                                    env.get("trainjobs", "auto")["status"], what="status.numNodes")
+                assert (st["numNodes"], st["selector"]) == (
+                    2, "jobset.sigs.k8s.io/jobset-name=auto,jobset.sigs.k8s.io/replicatedjob-name=node"
+                )
+                # Deleting the TrainJob takes the HPA with it (ownerReference garbage collection).
+                await env.client.delete(r.TRAINJOB, "auto", "default")
+                await wait_for(lambda: env.find("horizontalpodautoscalers", "auto", group="autoscaling") is None,
+                               what="HPA collected")
+
+    run(body)
+
+
+def test_num_nodes_change_resizes_the_running_jobset_in_place() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime())
+            async with running_operator(env):
+                await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+                uid = env.get("jobsets", "el", group=JOBSET)["metadata"]["uid"]
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                await wait_for(lambda: node_job(env, "el").get("parallelism") == 3, what="parallelism 3")
+                job = node_job(env, "el")
+                assert (job["parallelism"], job["completions"]) == (3, 3)
+                js = env.get("jobsets", "el", group=JOBSET)
+                assert js["metadata"]["uid"] == uid  # the same JobSet: its pods keep running
+                await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("numNodes") == 3,
+                               what="status.numNodes 3")
+                assert "scaling" not in env.get("trainjobs", "el")["status"]
+                reasons = [e["message"] for e in env.items("events", group="") if e["reason"] == "Scaled"]
+                assert reasons == ["trainer nodes 2 -> 3: JobSet resized in place"]
+
+    run(body)
+
+
+def test_refused_resize_recreates_the_jobset_with_the_restart_budget_left() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(maxRestarts=5))
+            async with running_operator(env):
+                await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+                first = env.get("jobsets", "el", group=JOBSET)
+                assert node_job(env, "el")["backoffLimit"] == 5
+                # The job ran a while: a Failed condition never came, the status has conditions to keep, two of its
+                # trainer pods restarted containers and one failed outright.
+                await env.client.patch_status(r.TRAINJOB, "el", "default", {
+                    "conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed",
+                                    "message": "TrainJob is resumed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+                })
+                for i, (phase, restarts) in enumerate([("Running", 1), ("Running", 1), ("Failed", 0)]):
+                    pod = {
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": f"el-node-0-{i}", "namespace": "default", "labels": {
+                            "jobset.sigs.k8s.io/jobset-name": "el", "jobset.sigs.k8s.io/replicatedjob-name": "node"}},
+                        "spec": {"containers": [{"name": "node", "image": "x"}]},
+                    }
+                    await env.client.create(pod)
+                    await env.client.patch_status(r.POD, pod["metadata"]["name"], "default", {
+                        "phase": phase, "containerStatuses": [{"name": "node", "restartCount": restarts}]})
+                # JobSet without its ElasticJobSet gate refuses a new parallelism (its webhook answers 422).
+                env.api.inject("PUT", r"/jobsets/el(\?|$)", 422)
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 4}}})
+                await wait_for(lambda: (env.find("jobsets", "el", group=JOBSET) or first)["metadata"]["uid"]
+                               != first["metadata"]["uid"], what="a new JobSet")
+                job = node_job(env, "el")
+                assert (job["parallelism"], job["completions"]) == (4, 4)
+                assert job["backoffLimit"] == 5 - 3  # two container restarts and one failed pod used
+                st = env.get("trainjobs", "el")["status"]
+                assert st["scaling"] == {"recreations": 1, "nodeFailures": 3, "jobSetRestarts": 0}
+                assert [c["type"] for c in st["conditions"]] == ["Suspended"]  # kept
+                await wait_for(lambda: env.get("trainjobs", "el")["status"].get("numNodes") == 4, what="numNodes 4")
+                messages = [e["message"] for e in env.items("events", group="") if e["reason"] == "Scaled"]
+                assert len(messages) == 1 and messages[0].startswith(
+                    "trainer nodes 2 -> 4: re-creating the JobSet, which refused to resize in place (")
+                assert messages[0].endswith("restart budget used so far: 3 node failures, 0 JobSet restarts")
+
+    run(body)
+
+
+def test_a_static_runtime_is_never_resized() -> None:
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("st", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "st", group=JOBSET), what="JobSet")
+                before = copy.deepcopy(env.get("jobsets", "st", group=JOBSET))
+                # Without the webhook nothing stops the edit; the operator still leaves a static job alone.
+                await env.client.merge_patch(r.TRAINJOB, "st", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="idle")
+                after = env.get("jobsets", "st", group=JOBSET)
+                assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+                assert "numNodes" not in env.get("trainjobs", "st").get("status", {})
+
+    run(body)
