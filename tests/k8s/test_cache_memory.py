@@ -27,12 +27,28 @@ def jobset(**spec: Any) -> dict[str, Any]:
             "managedFields": [{"manager": "kubetrain"}],
             "creationTimestamp": "2026-01-01T00:00:00Z",
         },
-        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {}}}], **spec},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "node",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                        "spec": {
+                            "parallelism": 2,
+                            "completions": 2,
+                            "template": {"spec": {"containers": [{"name": "node", "image": "x"}]}},
+                        },
+                    },
+                }
+            ],
+            **spec,
+        },
         "status": {"conditions": [{"type": "Completed", "status": "True"}], "replicatedJobsStatus": []},
     }
 
 
-def test_a_jobset_keeps_identity_owner_suspend_and_status() -> None:
+def test_a_jobset_keeps_identity_owner_suspend_node_counts_and_status() -> None:
     kept = owned_jobset(jobset(suspend=True))
     assert kept == {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -44,10 +60,22 @@ def test_a_jobset_keeps_identity_owner_suspend_and_status() -> None:
             "resourceVersion": "7",
             "ownerReferences": [OWNER],
         },
-        "spec": {"suspend": True},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                {
+                    "name": "node",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                        "spec": {"parallelism": 2, "completions": 2},  # no pod template
+                    },
+                }
+            ],
+        },
         "status": {"conditions": [{"type": "Completed", "status": "True"}], "replicatedJobsStatus": []},
     }
-    assert owned_jobset(jobset())["spec"] == {}  # type: ignore[index]
+    assert "suspend" not in owned_jobset(jobset())["spec"]  # type: ignore[index]
     unowned = jobset()
     unowned["metadata"]["ownerReferences"] = []
     assert owned_jobset(unowned) is None

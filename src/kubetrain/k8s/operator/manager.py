@@ -64,17 +64,33 @@ def _slim_meta(obj: dict[str, Any], *keep: str) -> None:
 
 
 def owned_jobset(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """A TrainJob's JobSet, reduced to what the reconciler reads: identity, owner, ``spec.suspend``, status.
+    """A TrainJob's JobSet, reduced to what the reconciler reads: identity, owner, ``spec.suspend``, status, and
+    each replicated job's name, replicas, labels and pod counts (an elastic TrainJob's node count).
 
-    The spec (pod templates and all) is most of a JobSet, and the operator never reads it back: a running
-    JobSet is never re-applied, a suspended one is re-applied from the compiler's output.
+    The pod templates are most of a JobSet, and the operator never reads them back: a running JobSet is never
+    re-applied, a suspended one is re-applied from the compiler's output, and resizing one in place fetches it
+    whole first (``scaling.JobSetScaler``).
     """
     kept = owned_only(obj)
     if kept is None:
         return None
     _slim_meta(kept)
     spec = kept.get("spec") or {}
-    kept["spec"] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    slim: dict[str, Any] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    rjobs = []
+    for rj in spec.get("replicatedJobs") or []:
+        template = rj.get("template") or {}
+        job = template.get("spec") or {}
+        item: dict[str, Any] = {k: rj[k] for k in ("name", "replicas") if k in rj}
+        labels = (template.get("metadata") or {}).get("labels")
+        item["template"] = {
+            **({"metadata": {"labels": labels}} if labels else {}),
+            "spec": {k: job[k] for k in ("parallelism", "completions") if k in job},
+        }
+        rjobs.append(item)
+    if rjobs:
+        slim["replicatedJobs"] = rjobs
+    kept["spec"] = slim
     return kept
 
 
