@@ -25,6 +25,6 @@ RUN pip install /tmp/*.whl && rm -f /tmp/*.whl
 # A numeric non-root user, so the pod's runAsNonRoot can be verified by the kubelet.
 USER 65532:65532
 WORKDIR /tmp
-EXPOSE 9443 8081
+EXPOSE 9443 8081 10443
 ENTRYPOINT ["kubetrain"]
 CMD ["operator"]

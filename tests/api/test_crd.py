@@ -121,6 +121,7 @@ def test_printer_columns() -> None:
     }
     assert cols["TrainJob"] == [
         ("State", ".status.conditions[-1:].type"),
+        ("Progress %", ".status.trainerStatus.progressPercentage"),  # KEP-2779's column
         ("Runtime", ".spec.runtimeRef.name"),
         ("Age", ".metadata.creationTimestamp"),
     ]

@@ -171,7 +171,7 @@ def test_get_watch_prints_a_row_per_state_change(tmp_path: Path) -> None:
             out, err = watcher.communicate(timeout=30)
         assert watcher.returncode == 130, err
         lines = out.splitlines()
-        assert lines[0].split() == ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+        assert lines[0].split() == ["NAME", "RUNTIME", "STATE", "PROGRESS", "NODES", "AGE"]
         states = [line.split()[2] for line in lines[1:]]
         assert states[0] == "Created" and "Running" in states and states[-1] == "Complete", out
         assert states.count("Created") == 1  # the listed row is not repeated by the watch

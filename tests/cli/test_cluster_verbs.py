@@ -52,7 +52,7 @@ def test_get_names_selector_sort_headers_and_wide(tmp_path: Path) -> None:
 
         rc, out, _ = kt(kubeconfig, "get", "tj", "c-job", "-o", "wide")
         header, row = out.splitlines()
-        assert header.split() == ["NAME", "RUNTIME", "STATE", "NODES", "AGE", "REASON", "JOBS", "MESSAGE"]
+        assert header.split() == ["NAME", "RUNTIME", "STATE", "PROGRESS", "NODES", "AGE", "REASON", "JOBS", "MESSAGE"]
         assert row.endswith("no JobSet yet")  # the whole message, whatever the terminal's width
         assert "…" not in out
 

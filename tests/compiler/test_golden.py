@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubetrain.api.loader import load_file
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.api.yamlio import dump_all
-from kubetrain.compiler import compile_trainjob, fixed_keygen, resolve_runtime, validate_trainjob
+from kubetrain.compiler import StatusServer, compile_trainjob, fixed_keygen, resolve_runtime, validate_trainjob
 from kubetrain.runtimes import builtin_runtimes
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -31,7 +32,10 @@ def test_golden(case: str) -> None:
     assert runtime is not None and result.ok
     checked = validate_trainjob(tj, runtime)
     assert checked.ok, checked.errors
-    text = dump_all(compile_trainjob(tj, runtime, keygen=fixed_keygen()))
+    # ``<case>.status.yaml`` turns the status endpoint on (KEP-2779) with the StatusServer fields it holds.
+    options = GOLDEN / f"{case}.status.yaml"
+    server = StatusServer(**yaml.safe_load(options.read_text())) if options.exists() else None
+    text = dump_all(compile_trainjob(tj, runtime, keygen=fixed_keygen(), status_server=server))
     golden = GOLDEN / f"{case}.golden.yaml"
     if os.environ.get("KUBETRAIN_UPDATE_GOLDEN") or not golden.exists():
         golden.write_text(text)

@@ -242,11 +242,14 @@ class OperatorProcess:
         self.kubeconfig, self.lease_namespace, self.extra, self.identity = kubeconfig, lease_namespace, extra, identity
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = 0
+        self.status_port = 0
         self.log_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"kt-e2e-operator-{uuid.uuid4().hex[:8]}.log"
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kubetrain.cli.main", "operator", "--kubeconfig", self.kubeconfig]
         cmd += ["--lease-namespace", self.lease_namespace, "--health-port", str(self.health_port)]
+        # Its own status endpoint port (other e2e runs may share the machine), reachable at 127.0.0.1.
+        cmd += ["--status-port", str(self.status_port), "--status-url", f"https://127.0.0.1:{self.status_port}"]
         if self.identity:
             cmd += ["--identity", self.identity]
         return [*cmd, *self.extra]
@@ -254,6 +257,7 @@ class OperatorProcess:
     def spawn(self) -> OperatorProcess:
         """Start without waiting for readiness."""
         self.health_port = free_port()
+        self.status_port = self.status_port or free_port()
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         return self

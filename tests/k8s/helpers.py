@@ -159,3 +159,29 @@ async def running_operator(
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(coro_fn())  # type: ignore[arg-type]
+
+
+async def add_pod(env: Env, job: str, name: str | None = None, namespace: str = "default") -> dict[str, Any]:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name or f"{job}-node-0-0-abcde",
+            "namespace": namespace,
+            "labels": {"jobset.sigs.k8s.io/jobset-name": job, "jobset.sigs.k8s.io/replicatedjob-name": "node"},
+        },
+        "spec": {"containers": [{"name": "node", "image": "busybox"}]},
+    }
+    return await env.client.create(pod)
+
+
+async def token_for(env: Env, pod: dict[str, Any] | None, audience: str = "trainer.kubeflow.org") -> str:
+    body: dict[str, Any] = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"audiences": [audience], "expirationSeconds": 3600}}  # fmt: skip
+    if pod is not None:
+        body["spec"]["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
+                                          "uid": pod["metadata"]["uid"]}  # fmt: skip
+    ns = (pod or {}).get("metadata", {}).get("namespace", "default")
+    answer = await env.client.session.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/default/token",
+                                              body=body)  # fmt: skip
+    return str(answer["status"]["token"])

@@ -17,10 +17,21 @@ import pytest
 import yaml
 
 from kubetrain.api import constants as c
+from kubetrain.api.progress import status_path
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.session import ApiSession
 from kubetrain.testing.fakeapi.server import default_resources
-from tests.k8s.helpers import fake_env, mpi_runtime, run, running_operator, torch_runtime, trainjob, wait_for
+from tests.k8s.helpers import (
+    add_pod,
+    fake_env,
+    mpi_runtime,
+    run,
+    running_operator,
+    token_for,
+    torch_runtime,
+    trainjob,
+    wait_for,
+)
 from tests.k8s.manifests.conftest import MANIFESTS
 
 pytest.importorskip("kubetrain.k8s.webhook.server", reason="the webhook package is not installed")
@@ -181,6 +192,7 @@ def test_operator_calls_match_its_rbac_exactly(
                 lease_namespace=OPERATOR_NS,
                 webhook_port=0,
                 webhook_cert_dir=str(tmp_path / "certs"),
+                status_port=0,
             ) as op:
                 await env.client.create(trainjob("torch", activeDeadlineSeconds=1))
                 await env.client.create(trainjob("mpi", runtime="mpi"))
@@ -227,6 +239,15 @@ def test_operator_calls_match_its_rbac_exactly(
                     ):
                         async with http.post(base + path, json=body, ssl=ctx) as resp:
                             assert (await resp.json())["response"]["uid"] == "u"
+                    # A progress report from a pod of the MPI job: TokenReview, the job's pods, a status patch.
+                    assert op.status_endpoint is not None
+                    pod = await add_pod(env, "mpi")
+                    token = await token_for(env, pod)
+                    url = f"https://127.0.0.1:{op.status_endpoint.port}{status_path('default', 'mpi')}"
+                    report = {"trainerStatus": {"lastUpdatedTime": "2026-01-01T00:00:00Z", "progressPercentage": 5}}
+                    headers = {"Authorization": f"Bearer {token}"}
+                    async with http.post(url, json=report, headers=headers, ssl=ctx) as resp:
+                        assert resp.status == 200, await resp.text()
                 await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
 
     run(body)

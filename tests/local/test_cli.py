@@ -110,7 +110,7 @@ def test_run_streams_prefixed_logs_and_exits_with_the_job_result(kt_home: Path, 
     assert "[node-0/0] hello from 0" in r.stdout and "[node-0/1] hello from 1" in r.stdout
     assert "Complete" in r.stderr
     listing = kt("get", "trainjobs").stdout
-    assert listing.split()[:5] == ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+    assert listing.split()[:6] == ["NAME", "RUNTIME", "STATE", "PROGRESS", "NODES", "AGE"]
     assert "hello" in listing and "Complete" in listing
     desc = kt("describe", "trainjob", "hello").stdout
     assert "node-0-1" in desc and "AllJobsCompleted" in desc and "images are not pulled locally" in desc

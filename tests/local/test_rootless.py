@@ -9,6 +9,7 @@ enterable (a tmpfs holding a read-only bind of it); nothing changes on the host.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import shlex
@@ -58,6 +59,9 @@ for target in ("/etc/kt-rootless-probe", "/usr/kt-rootless-probe"):
 open(f"out-{rank}.txt", "w").write(str(os.getuid()))
 sys.stdout.write(f"rank={rank} world={world} uid={os.getuid()} synced={same} denied={len(denied)}\\n")
 sys.stdout.flush()
+if rank == 0:  # the status endpoint, served inside the user-owned network namespace, takes the official SDK's report
+    from kubeflow.trainer import update_trainjob_status
+    print(f"progress-sent={update_trainjob_status(progress_percent=100, metrics={'synced': same})}", flush=True)
 dist.barrier()
 os._exit(0)
 """
@@ -194,6 +198,9 @@ def test_ddp_2_nodes_x_2_procs_as_an_unprivileged_user(account: pwd.struct_passw
     lines = sorted(line.split("] ", 1)[1] for line in r.stdout.splitlines() if "rank=" in line)
     uid = account.pw_uid
     assert lines == [f"rank={i} world=4 uid={uid} synced=True denied=2" for i in range(4)], r.stdout
+    if importlib.util.find_spec("kubeflow") is not None:
+        assert "progress-sent=True" in r.stdout, r.stdout
+        assert "progress [########################] 100% · synced=True" in r.stderr, r.stderr
     for i in range(4):
         out = job / f"out-{i}.txt"
         assert out.read_text() == str(uid) and out.stat().st_uid == uid, "pods write as the invoking user"

@@ -311,6 +311,8 @@ def generate_crds() -> list[dict[str, Any]]:
             "Namespaced",
             [
                 {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                # KEP-2779's column: the last progress the job reported (kubetrain get shows it as PROGRESS).
+                {"name": "Progress %", "type": "integer", "jsonPath": ".status.trainerStatus.progressPercentage"},
                 {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
                 _AGE,
             ],

@@ -49,6 +49,8 @@ class TrainJobDetails:
     state: StateView | None = None
     failure_logs: dict[str, list[str]] = field(default_factory=dict)
     """Last log lines of each failed step (``step -> lines``), for ``describe``."""
+    progress_source: str | None = None
+    """Where ``status.trainerStatus`` came from: ``report`` (the job), ``logs`` (derived locally), or None."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,33 @@ class StateChange:
 
 
 @dataclass(frozen=True)
+class ProgressChange:
+    """The TrainJob's ``status.trainerStatus`` changed (``kubetrain run`` draws it as a progress bar)."""
+
+    trainer_status: dict[str, Any]
+    source: str | None = None
+    """``logs`` when the local backend derived it from log lines; None when the job reported it."""
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    """One recorded ``trainerStatus`` of a TrainJob (``kubetrain metrics``)."""
+
+    time: float
+    """When it was recorded (seconds since the epoch)."""
+    trainer_status: dict[str, Any]
+    source: str | None = None
+    """``report`` (the job), ``logs`` (derived from its log lines), or None (a cluster: the API's latest)."""
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the user should know that is not a log line or a state: a step's log cannot be read."""
 
     text: str
 
 
-LogItem = LogChunk | StepChange | StateChange | Notice | None
+LogItem = LogChunk | StepChange | StateChange | ProgressChange | Notice | None
 """What ``log_stream`` yields; ``None`` is a heartbeat at least every half second while nothing happens, so a
 caller can enforce its own deadline and react to Ctrl-C."""
 
@@ -171,6 +193,11 @@ class Backend(Protocol):
         self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
     ) -> Iterator[WatchItem | None]:
         """The current TrainJobs as ``ADDED``, then every change, forever; ``None`` heartbeats in between."""
+        ...
+
+    def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
+        """Every ``trainerStatus`` the TrainJob had, oldest first, as far as this backend keeps them (a
+        cluster keeps only the latest)."""
         ...
 
     def delete_trainjob(self, name: str, namespace: str) -> None: ...

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import sys
@@ -24,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kubetrain.api.errors import KubetrainError
-from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StateView, StepChange
+from kubetrain.api.views import (
+    LogChunk,
+    LogItem,
+    LogOptions,
+    Notice,
+    ProgressChange,
+    StateChange,
+    StateView,
+    StepChange,
+)
 from kubetrain.cli._common import escape, fail, stderr
 from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal, target, write_to
 from kubetrain.cli.output import print_applied
@@ -33,6 +43,10 @@ if TYPE_CHECKING:
     from kubetrain.cli.backend import Backend
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
+PROGRESS_LINE_EVERY = 10.0
+"""Piped output: at most one progress line per this many seconds (a terminal redraws its bar instead)."""
+DERIVE_EVERY = 1.0
+"""Seconds between two progress estimates from log lines (cluster runs whose job reports nothing)."""
 
 
 class Timeout(Exception):
@@ -59,6 +73,52 @@ class Display:
     state: StateView | None = None
     steps: dict[str, StepChange] = field(default_factory=dict)
     saw_logs: bool = False
+    progress: ProgressChange | None = None
+    derive: Any = None
+    """A ``kubetrain.api.logprogress.LogProgress`` when this process guesses progress from the log lines it
+    shows (a cluster run; locally the supervisor does it), until the job reports progress itself."""
+    _progress_printed: tuple[float, str] | None = None
+    _derived_at: float = 0.0
+
+    def progress_text(self, *, age: bool = False) -> str | None:
+        """The last report as one line (bar, ETA, metrics; with ``age``, how old it is), or None."""
+        from kubetrain.api.progress import progress_of, summary_text
+
+        if self.progress is None:
+            return None
+        p = progress_of({"trainerStatus": self.progress.trainer_status}, self.progress.source)
+        if p is None:
+            return None
+        finished = self.state is not None and self.state.finished
+        return summary_text(p, now=dt.datetime.now(dt.UTC) if age else None, finished=finished)
+
+    def _show_progress(self) -> None:
+        plain = self.progress_text()
+        if plain is None:
+            return
+        if self.view.tty:
+            self._footer()
+            return
+        # Piped: a line when the report changed, at most every PROGRESS_LINE_EVERY seconds.
+        now = time.monotonic()
+        last = self._progress_printed
+        if last is not None and (last[1] == plain or now - last[0] < PROGRESS_LINE_EVERY):
+            return
+        self._progress_printed = (now, plain)
+        self.notice(f"{self.title}: progress {plain}")
+
+    def _derive(self, item: LogChunk) -> None:
+        if self.derive is None or (self.progress is not None and self.progress.source != "logs"):
+            return
+        self.derive.feed(item.text, time.time())
+        now = time.monotonic()
+        if now - self._derived_at < DERIVE_EVERY:
+            return
+        self._derived_at = now
+        derived = self.derive.trainer_status(dt.datetime.now(dt.UTC))
+        if derived is not None:
+            self.progress = ProgressChange(derived, "logs")
+            self._show_progress()
 
     def notice(self, text: str) -> None:
         """A line about the job (not from it): dim in the terminal's log area, else on stderr."""
@@ -81,15 +141,24 @@ class Display:
                 for s in self.steps.values()
             )
             lines.append(summary)
+        progress = self.progress_text(age=True)
+        if progress is not None:
+            lines.append(f"progress {progress}")
         self.view.set_footer(lines)
 
     def handle(self, item: LogItem) -> None:
         if item is None:
+            if self.progress is not None and self.view.tty:
+                self._footer()  # the report's age moves on
             self.view.tick()
         elif isinstance(item, LogChunk):
             self.saw_logs = True
             if not self.quiet:
                 self.view.write(item.step, item.text)
+            self._derive(item)
+        elif isinstance(item, ProgressChange):
+            self.progress = item
+            self._show_progress()
         elif isinstance(item, Notice):
             self.notice(item.text)
         elif isinstance(item, StepChange):
@@ -142,7 +211,7 @@ def follow_remote(
     """``kubetrain run`` on a cluster, after the apply: wait, explain, stream, and exit by the final state."""
     title = f"trainjob {namespace}/{name}"
     view = LogView(target(sys.stdout), prefix=True)
-    display = Display(title, view, quiet=quiet)
+    display = Display(title, view, quiet=quiet, derive=_log_progress(backend, name, namespace))
     deadline = time.monotonic() + timeout if timeout else None
     items = backend.log_stream(name, namespace, LogOptions(follow=True, progress=True))
     try:
@@ -179,12 +248,26 @@ def follow_remote(
         return EXIT_INTERRUPTED
     except KubetrainError as exc:
         fail(str(exc))
-    return _final(title, state, name, how)
+    return _final(title, state, name, how, display.progress_text())
 
 
-def _final(title: str, state: StateView | None, name: str, how: str) -> int:
+def _log_progress(backend: Backend, name: str, namespace: str) -> Any:
+    """A parser of progress from log lines, unless the TrainJob opts out (annotation kubetrain.dev/log-progress)."""
+    from kubetrain.api.logprogress import LogProgress
+    from kubetrain.api.progress import ANNOTATION_LOG_PROGRESS, log_progress_enabled
+
+    try:
+        annotations = backend.get_trainjob(name, namespace).metadata.annotations or {}
+    except KubetrainError:
+        annotations = {}
+    return LogProgress() if log_progress_enabled(annotations.get(ANNOTATION_LOG_PROGRESS)) else None
+
+
+def _final(title: str, state: StateView | None, name: str, how: str, progress: str | None = None) -> int:
     if state is None:
         return EXIT_FAILED
+    if progress is not None:
+        stderr.print(f"{title}: progress {progress}", markup=False, highlight=False)
     color = "green" if state.state == "Complete" else "red"
     # The reason and message are the job's own text (exceptions, commands): never read as markup.
     detail = f" ({state.reason}: {state.message})".replace(" (: )", "")
@@ -393,8 +476,10 @@ def run_local(
     final = backend.state(name, ns)
     if not signals.hung_up:
         if is_terminal(2):
-            _final(title, final, name, how)
+            _final(title, final, name, how, display.progress_text())
         else:
+            if (progress := display.progress_text()) is not None:
+                click.echo(f"{title}: progress {progress}", err=True)
             click.echo(f"{title}: {final.state} ({final.reason}: {final.message})".replace(" (: )", ""), err=True)
             if final.state != "Complete":
                 click.echo(f"details: kubetrain describe trainjob {name}{how}", err=True)

@@ -9,6 +9,7 @@ import click
 
 from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as c
+from kubetrain.api.progress import progress_column
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import StateView
@@ -36,6 +37,7 @@ def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool) -> list[
         j.name,
         j.spec.runtime_ref.name,
         st.state,
+        progress_column(j.to_wire().get("status") if j.status is not None else None),
         nodes(j),
         age(j.metadata.creation_timestamp),
     ]
@@ -50,7 +52,7 @@ def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool) -> list[
 
 
 def _trainjob_headers(all_ns: bool, wide: bool) -> list[str]:
-    cols = (["NAMESPACE"] if all_ns else []) + ["NAME", "RUNTIME", "STATE", "NODES", "AGE"]
+    cols = (["NAMESPACE"] if all_ns else []) + ["NAME", "RUNTIME", "STATE", "PROGRESS", "NODES", "AGE"]
     return cols + (["REASON", "JOBS", "MESSAGE"] if wide else [])
 
 
@@ -260,10 +262,11 @@ def register(group: click.Group) -> None:
         context: str | None,
         namespace: str,
     ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE NODES AGE) or runtimes, like kubectl get.
+        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE) or runtimes, like kubectl get.
 
         STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
-        Complete or Failed; -o wide adds the reason.
+        Complete or Failed; -o wide adds the reason. PROGRESS is the job's last reported status.trainerStatus
+        progressPercentage (- when it reported none; see `kubetrain metrics`).
 
         \b
         Examples:

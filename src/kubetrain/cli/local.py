@@ -167,6 +167,9 @@ def register(group: click.Group) -> None:
 
                 # The TrainJob's network namespace comes up while its manifest is read and checked.
                 holder = NetworkNamespace.start()
+                # Closed when the command ends, also early (a bad manifest), where nobody else would until the
+                # process exits; the supervisor closes it too when it has it (closing twice is harmless).
+                click.get_current_context().call_on_close(holder.close)
             hit, key = _cached(files, namespace)
             if hit is not None:
                 workdir = str(Path(files[hit.file_index]).resolve().parent)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "get": "kubetrain.cli.get",
     "describe": "kubetrain.cli.describe",
     "logs": "kubetrain.cli.logs",
+    "metrics": "kubetrain.cli.metrics",
     "delete": "kubetrain.cli.delete",
     "scale": "kubetrain.cli.scale",
     "wait": "kubetrain.cli.wait",

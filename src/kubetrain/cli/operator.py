@@ -32,6 +32,23 @@ def register(group: click.Group) -> None:
     )
     @click.option("--webhook-port", default=None, type=int, help="Also serve the admission webhook on this port.")
     @click.option("--webhook-cert-dir", default=None, help="Directory with the webhook's tls.crt and tls.key.")
+    @click.option(
+        "--status-port",
+        default=10443,
+        show_default=True,
+        help="HTTPS port of the status endpoint pods report progress to (status.trainerStatus); -1: off, and "
+        "new TrainJobs' pods are not wired to it.",
+    )
+    @click.option(
+        "--status-cert-dir",
+        default=None,
+        help="tls.crt/tls.key (+ ca.crt) of the status endpoint (default: the webhook's, else self-signed).",
+    )
+    @click.option(
+        "--status-url",
+        default=None,
+        help="Base URL pods reach the status endpoint at (default: https://<service>.<namespace>.svc:<port>).",
+    )
     @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
     @click.option("--log-format", default="json", show_default=True, type=click.Choice(["json", "text"]))
     def operator(
@@ -48,6 +65,9 @@ def register(group: click.Group) -> None:
         health_port: int,
         webhook_port: int | None,
         webhook_cert_dir: str | None,
+        status_port: int,
+        status_cert_dir: str | None,
+        status_url: str | None,
         log_level: str,
         log_format: str,
     ) -> None:
@@ -58,6 +78,7 @@ def register(group: click.Group) -> None:
           kubetrain operator                                   # in a pod: in-cluster service account
           kubetrain operator --kubeconfig ~/.kube/config --no-leader-elect --health-port 18081
           kubetrain operator --context prod --namespace team-a --qps 100 --burst 200 --concurrency 10
+          kubetrain operator --status-port 10443 --status-url https://127.0.0.1:10443   # progress endpoint
         """
         from kubetrain.k8s.client import Client, ConfigError
         from kubetrain.k8s.client.config import load
@@ -80,6 +101,9 @@ def register(group: click.Group) -> None:
             health_port=None if health_port < 0 else health_port,
             webhook_port=webhook_port,
             webhook_cert_dir=webhook_cert_dir,
+            status_port=None if status_port < 0 else status_port,
+            status_cert_dir=status_cert_dir,
+            status_url=status_url,
         )
         if identity:
             settings.identity = identity

@@ -131,10 +131,19 @@ def print_details(d: Any) -> None:
         ("Created", f"{tj.metadata.creation_timestamp or '-'} ({age(tj.metadata.creation_timestamp)} ago)"),
         ("State", d.state.explain() if d.state is not None else tj.state or "-"),
     ]
+    progress = _progress(d)
+    if progress is not None:
+        fields.append(("Progress", progress[0]))
     fields += [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in (d.extra or {}).items()]
     width = max(len(k) for k, _ in fields) + 2
     for k, v in fields:
         out.print(f"[bold]{k + ':':<{width}}[/]{escape(str(v))}", markup=True, highlight=False)
+    if progress is not None and progress[1]:
+        out.print("[bold]Metrics:[/]")
+        t = table(["  NAME", "VALUE"])
+        for name, value in progress[1]:
+            t.add_row("  " + name, value)
+        out.print(t)
     out.print("[bold]Steps:[/]")
     t = table(["  STEP", "JOB", "STATE", "RESTARTS", "EXIT", "PID", "MESSAGE"])
     for s in d.steps:
@@ -177,6 +186,23 @@ def print_details(d: Any) -> None:
             out.print("  " + escape(line), markup=True, highlight=False)
 
 
+def _progress(d: Any) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """``describe``'s Progress line (bar, ETA, age, where it came from) and the metrics, or None."""
+    import datetime as dt
+
+    from kubetrain.api.progress import SOURCE_LOGS, SOURCE_REPORT, Progress, progress_of, summary_text
+
+    tj: TrainJob = d.trainjob
+    p = progress_of(tj.to_wire().get("status"), getattr(d, "progress_source", None))
+    if p is None:
+        return None
+    line = summary_text(
+        Progress(p.percent, p.eta_seconds, (), p.updated), now=dt.datetime.now(dt.UTC), finished=tj.finished
+    )
+    origin = {SOURCE_LOGS: "derived from log lines", SOURCE_REPORT: "reported by the job"}.get(p.source or "")
+    return (f"{line} ({origin})" if origin else line), p.metrics
+
+
 def details_dict(d: Any) -> dict[str, Any]:
     """``describe -o yaml|json``: the same facts as the page, as data."""
     return {
@@ -204,5 +230,6 @@ def details_dict(d: Any) -> dict[str, Any]:
             for e in d.events
         ],
         "failureLogs": dict(d.failure_logs),
+        "progressSource": getattr(d, "progress_source", None),
         "details": {k: v for k, v in (d.extra or {}).items()},
     }

@@ -4,12 +4,12 @@ Pure and deterministic: no I/O, no clock and no randomness except through the in
 
 Public contract (backends rely on it):
 
-``compile_trainjob(trainjob, runtime, *, keygen) -> list[dict]``
+``compile_trainjob(trainjob, runtime, *, keygen, status_server=None) -> list[dict]``
     Kubernetes objects as plain dicts, dependencies first: runtime snapshot ConfigMap, MPI SSH Secret,
-    MPI hostfile ConfigMap, PodGroup, JobSet, and for a torch elasticPolicy with metrics a
-    HorizontalPodAutoscaler targeting the TrainJob. Every object carries a controller ownerReference to the
-    TrainJob.
-    Raises ``CompileError`` (a ``KubetrainError``) when the pair cannot be compiled.
+    MPI hostfile ConfigMap, PodGroup, status-endpoint CA ConfigMap, JobSet, and for a torch elasticPolicy with
+    metrics a HorizontalPodAutoscaler targeting the TrainJob. Every object carries a controller ownerReference to
+    the TrainJob. ``status_server`` (a ``StatusServer``: URL and CA) wires every pod to the progress endpoint
+    (KEP-2779). Raises ``CompileError`` (a ``KubetrainError``) when the pair cannot be compiled.
 
 ``validate_trainjob(trainjob, runtime, *, old=None) -> Result``
     Schema-level checks of the TrainJob plus every check that needs the runtime (plugins' Validate, ancestor
@@ -25,12 +25,14 @@ Public contract (backends rely on it):
 
 from kubetrain.compiler.compile import compile_trainjob, validate_trainjob
 from kubetrain.compiler.keys import KeyGen, SSHKeyPair, ecdsa_keygen, fixed_keygen
+from kubetrain.compiler.plugins.trainer_status import StatusServer
 from kubetrain.compiler.resolve import resolve_runtime
 from kubetrain.compiler.validate import Subject, validate_objects
 
 __all__ = [
     "KeyGen",
     "SSHKeyPair",
+    "StatusServer",
     "Subject",
     "compile_trainjob",
     "ecdsa_keygen",

@@ -25,6 +25,7 @@ from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
 from kubetrain.compiler.plugins.simple import JAX, PlainML, XGBoost
 from kubetrain.compiler.plugins.snapshot import Snapshot
 from kubetrain.compiler.plugins.torch import Torch, elastic_policy_of
+from kubetrain.compiler.plugins.trainer_status import StatusServer, TrainerStatus
 
 # One instance of each plugin; phase lists below fix the order within a phase.
 _TORCH, _MPI, _PLAIN, _JAX, _XGB = Torch(), MPI(), PlainML(), JAX(), XGBoost()
@@ -64,9 +65,15 @@ def enforce(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
     return info
 
 
-def compile_trainjob(trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen) -> list[dict[str, Any]]:
-    """The objects the cluster gets for this TrainJob, dependencies first (see ``kubetrain.compiler``)."""
+def compile_trainjob(
+    trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen, status_server: StatusServer | None = None
+) -> list[dict[str, Any]]:
+    """The objects the cluster gets for this TrainJob, dependencies first (see ``kubetrain.compiler``).
+    ``status_server``: wire every pod to that progress endpoint (upstream's ``TrainJobStatus`` feature)."""
     info = enforce(trainjob, runtime)
+    status = TrainerStatus(status_server) if status_server is not None else None
+    if status is not None:
+        status.enforce_pod_spec(info)
     if len(info.pod_sets) == 0:
         raise CompileError(
             "spec.template.spec.replicatedJobs",
@@ -75,6 +82,8 @@ def compile_trainjob(trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen)
         )
     objects: list[dict[str, Any]] = []
     for builder in BUILD:
+        if builder is _JOBSET and status is not None:
+            objects.extend(status.build(info, keygen))  # the CA ConfigMap before the pods that mount it
         objects.extend(builder.build(info, keygen))
     return objects
 

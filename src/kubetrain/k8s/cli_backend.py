@@ -21,7 +21,7 @@ from kubetrain.api.logtext import lines_of
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
-from kubetrain.api.views import LogItem, LogOptions, StateView, TrainJobDetails, WatchItem
+from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, TrainJobDetails, WatchItem
 from kubetrain.k8s.cli_describe import describe
 from kubetrain.k8s.cli_follow import Follower
 from kubetrain.k8s.cli_watch import jobset_name_of, key_of, watch_trainjobs
@@ -218,6 +218,19 @@ class ClusterBackend:
                 )
             )
         return out
+
+    def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
+        """The API server keeps only the latest report (KEP-2779 stores no history)."""
+        from kubetrain.api.logtext import parse_rfc3339
+
+        ts = (self.get_trainjob(name, namespace).to_wire().get("status") or {}).get("trainerStatus")
+        if not isinstance(ts, dict):
+            return []
+        try:
+            when = parse_rfc3339(str(ts.get("lastUpdatedTime")))
+        except KubetrainError:
+            when = 0.0
+        return [ProgressPoint(when, ts)]
 
     def describe_trainjob(self, name: str, namespace: str) -> TrainJobDetails:
         tj = self.get_trainjob(name, namespace)

@@ -18,7 +18,16 @@ from typing import Any
 from kubetrain.api import KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
-from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StateView, StepChange
+from kubetrain.api.views import (
+    LogChunk,
+    LogItem,
+    LogOptions,
+    Notice,
+    ProgressChange,
+    StateChange,
+    StateView,
+    StepChange,
+)
 from kubetrain.k8s.cli_watch import Mirror
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
@@ -85,6 +94,7 @@ class Follower:
         self._no_pods_reason = ""
         self._jobset: dict[str, Any] | None = None
         self._rjobs: list[str] | None = None
+        self._progress_shown: dict[str, Any] | None = None
 
     # -- one look at the objects ----------------------------------------------------------------------------
     def trainjob(self) -> TrainJob | None:
@@ -160,6 +170,11 @@ class Follower:
             if state != self.state_shown:
                 self.state_shown = state
                 await self._emit(StateChange(state))
+            raw = self.jobs.objects.get((self.namespace, self.name)) or {}
+            ts = (raw.get("status") or {}).get("trainerStatus")
+            if isinstance(ts, dict) and ts != self._progress_shown:
+                self._progress_shown = ts
+                await self._emit(ProgressChange(ts))
         return state
 
     # -- log streams ----------------------------------------------------------------------------------------

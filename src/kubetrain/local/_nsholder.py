@@ -7,6 +7,9 @@ its supervisor closes the request pipe or dies.
 
 Protocol: prints ``ready <pid>`` (or ``error <message>``) once; then reads JSON lines
 ``{"id", "kind": "tcp"|"http", "host", "port", "path", "timeout"}`` and answers ``{"id", "ok"}`` lines.
+``{"id", "kind": "listen", "host", "port"}`` opens a TCP listening socket inside the namespace and hands it to the
+supervisor over the control socket (``argv[1]``, a SOCK_SEQPACKET fd) as ``{"id", "port"}`` with the fd attached,
+or ``{"id", "error"}``: the supervisor then serves pods from its own process, without a forwarder.
 """
 
 from __future__ import annotations
@@ -84,6 +87,25 @@ def _probe(req: dict[str, object]) -> bool:
 _write = threading.Lock()
 
 
+def _listen(control: socket.socket, req: dict[str, object]) -> None:
+    rid = req["id"]
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((str(req["host"]), int(str(req["port"]))))
+            sock.listen(128)
+            port = sock.getsockname()[1]
+            socket.send_fds(control, [json.dumps({"id": rid, "port": port}).encode()], [sock.fileno()])
+        finally:
+            sock.close()
+    except OSError as exc:
+        try:
+            control.send(json.dumps({"id": rid, "error": exc.strerror or str(exc)}).encode())
+        except OSError:
+            pass
+
+
 def _answer(req: dict[str, object]) -> None:
     ok = _probe(req)
     with _write:
@@ -92,6 +114,7 @@ def _answer(req: dict[str, object]) -> None:
 
 
 def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1])) if len(sys.argv) > 1 else None
     _setup()
     sys.stdout.write(f"ready {os.getpid()}\n")
     sys.stdout.flush()
@@ -99,6 +122,10 @@ def main() -> None:
         try:
             req = json.loads(line)
         except ValueError:
+            continue
+        if req.get("kind") == "listen":
+            if control is not None:
+                _listen(control, req)
             continue
         threading.Thread(target=_answer, args=(req,), daemon=True).start()
     os._exit(0)

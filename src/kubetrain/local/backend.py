@@ -23,7 +23,7 @@ from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
-from kubetrain.api.views import LogItem, LogOptions, StateView, WatchItem
+from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import admission, namespaces, paths, pods, reaper, status
 from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
@@ -354,6 +354,12 @@ class LocalBackend:
         """The TrainJob's status as stored (no model: for callers that only need state and message)."""
         return dict(self._row(name, namespace).trainjob.get("status") or {})
 
+    def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
+        from kubetrain.api.views import ProgressPoint
+
+        self._row(name, namespace)  # not found: the usual error with close matches
+        return [ProgressPoint(p.time, p.report, p.source) for p in self.store.list_progress(namespace, name)]
+
     def restarts(self, name: str, namespace: str) -> int:
         return self._row(name, namespace).restarts
 
@@ -382,6 +388,7 @@ class LocalBackend:
             extra,
             state=state_of(row, pod_rows),
             failure_logs=failure_logs(pod_rows),
+            progress_source=self.store.last_progress_source(namespace, name),
         )
 
     def logs(self, name: str, namespace: str, *, step: str | None, follow: bool) -> Iterator[str]:

@@ -23,12 +23,15 @@ from kubetrain.local.backoff import CrashLoopBackOff
 from kubetrain.local.env import ObjectIndex
 from kubetrain.local.netns import NetworkNamespace, Outbound
 from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, elastic_policy, find_jobset
+from kubetrain.local.progress import ProgressKeeper
 from kubetrain.local.resources import Capacity, find_podgroup, pod_requests
 from kubetrain.local.scheduler import Owner, Scheduler
 from kubetrain.local.store import PodRow, Store, StoreError
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
+
+    from kubetrain.local.status_server import StatusServer
 
 # Events are logged under the supervisor's name: they are its events.
 log = logging.getLogger("kubetrain.local.supervisor")
@@ -90,6 +93,8 @@ class JobState:
         self._dirty: set[str] = set()
         self.netns: NetworkNamespace | None = None
         self._outbound: Outbound | None = None
+        self.status_server: StatusServer | None = None
+        self.progress = ProgressKeeper(store, namespace, name, row.uid, row.trainjob)
         self._exec_probes: ThreadPoolExecutor | None = None
         self._probes: dict[tuple[str, str], Future[bool]] = {}
         self._started_at = time.time()

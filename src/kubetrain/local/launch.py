@@ -191,6 +191,8 @@ class PodLauncher(JobState):
             kind = "containers"
         self._close_pidfds_of(pod.containers)
         pod.containers = []
+        # The status endpoint's token: one per pod (the URL and CA are the same for all, in ctx.extra_env).
+        status_env = self.status_server.pod_env(pod.plan.short) if self.status_server is not None else {}
         wheres = [f"{base}.{kind}[{c.get('name', i)}]" for i, c in enumerate(specs)]
         try:
             # Every container of the stage is checked before any starts, as its configuration cannot change.
@@ -203,6 +205,7 @@ class PodLauncher(JobState):
             raise pods.PodError(f"pod {pod.plan.short}: {exc.reason}: {exc}") from None
         for cont, where in zip(prepared, wheres, strict=True):
             self._report_groups(pod, cont)
+            cont.env.update(status_env)
             pod.containers.append(cont)
             pods.start_container(
                 pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan), where=where

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any, cast
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.logtext import parse_rfc3339
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
-from kubetrain.api.views import LogChunk, LogItem, LogOptions, StateChange, StateView, StepChange, StepView
+from kubetrain.api.views import (
+    LogChunk,
+    LogItem,
+    LogOptions,
+    ProgressChange,
+    StateChange,
+    StateView,
+    StepChange,
+    StepView,
+)
 from kubetrain.local import reaper, status
 from kubetrain.local.logread import LogReader
 from kubetrain.local.store import PodRow, Store, TrainJobRow
@@ -162,6 +171,7 @@ class LocalLogStream:
         self.initial: set[str] | None = None
         self.steps_shown: dict[str, tuple[str, str, int | None]] = {}
         self.state_shown: StateView | None = None
+        self.progress_shown: dict[str, Any] | None = None
 
     def _check_container(self, row: TrainJobRow, pod: PodRow) -> None:
         wanted = self.opts.container
@@ -223,6 +233,10 @@ class LocalLogStream:
         if st != self.state_shown:
             self.state_shown = st
             yield StateChange(st)
+        ts = (row.trainjob.get("status") or {}).get("trainerStatus")
+        if isinstance(ts, dict) and ts != self.progress_shown:
+            self.progress_shown = ts
+            yield ProgressChange(ts, self.store.last_progress_source(self.namespace, self.name))
 
     def _read_round(self) -> Iterator[LogChunk]:
         for step in self.order:

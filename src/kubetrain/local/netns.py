@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import threading
@@ -30,8 +31,12 @@ SLIRP_DNS = "10.0.2.3"
 class NetworkNamespace:
     """A live network namespace: ``enter_argv()`` runs a command inside, ``probe()`` checks a port from inside."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], rootless: bool) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], rootless: bool, control: socket.socket | None = None
+    ) -> None:
         self._proc = proc
+        self._control = control  # where the holder hands over listening sockets (``listen``)
+        self._control_lock = threading.Lock()
         self.pid = 0  # known once ready
         self.rootless = rootless
         self._lock = threading.Lock()
@@ -44,14 +49,22 @@ class NetworkNamespace:
     @classmethod
     def start(cls) -> NetworkNamespace:
         """Start the holder without waiting for it (``ready()`` waits), so that its start-up overlaps other work."""
-        proc = subprocess.Popen(
-            [sys.executable, "-S", "-E", HOLDER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            close_fds=True,
-        )
-        return cls(proc, os.geteuid() != 0)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-S", "-E", HOLDER, str(theirs.fileno())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                close_fds=True,
+                pass_fds=(theirs.fileno(),),
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return cls(proc, os.geteuid() != 0, ours)
 
     def ready(self, timeout: float = 10.0) -> NetworkNamespace:
         if self._ready:
@@ -108,6 +121,33 @@ class NetworkNamespace:
                 fut.set_result(False)
         return fut
 
+    def listen(self, host: str, port: int = 0, timeout: float = 10.0) -> socket.socket:
+        """A TCP socket listening on ``host:port`` *inside* the namespace (port 0: the kernel picks one), usable
+        from this process: pods connect to it as to any address of their network. Raises ``NamespaceError``."""
+        if self._control is None:
+            raise NamespaceError("this network namespace holder cannot open listening sockets")
+        with self._control_lock:
+            with self._lock:
+                self._next += 1
+                rid = self._next
+                try:
+                    self._stdin.write(json.dumps({"id": rid, "kind": "listen", "host": host, "port": port}).encode())
+                    self._stdin.write(b"\n")
+                    self._stdin.flush()
+                except (OSError, ValueError) as exc:
+                    raise NamespaceError(f"the network namespace holder is gone: {exc}") from None
+            self._control.settimeout(timeout)
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(self._control, 4096, 1)
+            except OSError as exc:  # TimeoutError included
+                raise NamespaceError(f"no listening socket from the network namespace holder: {exc}") from None
+        answer: dict[str, Any] = json.loads(msg or b"{}")
+        if not fds:
+            raise NamespaceError(
+                f"could not listen on {host}:{port} inside the TrainJob's network: {answer.get('error', 'no socket')}"
+            )
+        return socket.socket(fileno=fds[0])
+
     def _read_answers(self, out: IO[bytes]) -> None:
         for line in out:
             try:
@@ -128,6 +168,8 @@ class NetworkNamespace:
             self._stdin.close()  # the holder exits on EOF
         except OSError:
             pass
+        if self._control is not None:
+            self._control.close()
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

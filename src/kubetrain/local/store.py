@@ -34,7 +34,7 @@ from typing import Any
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trainjobs (
@@ -58,6 +58,11 @@ CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, trainjob TEXT NOT NULL,
   time TEXT NOT NULL, type TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS progress (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, trainjob TEXT NOT NULL, uid TEXT NOT NULL,
+  time REAL NOT NULL, source TEXT NOT NULL, report TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS progress_job ON progress (namespace, trainjob, id);
 CREATE TABLE IF NOT EXISTS sched_queue (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, trainjob TEXT NOT NULL, uid TEXT NOT NULL,
   request TEXT NOT NULL, requests TEXT NOT NULL, created REAL NOT NULL
@@ -152,6 +157,17 @@ class PodRow:
     restarts: int
     message: str | None
     log: str
+
+
+@dataclass
+class ProgressRow:
+    time: float
+    source: str  # report | logs
+    report: dict[str, Any]  # a trainerStatus
+
+
+MAX_PROGRESS = 10_000
+"""History rows kept per TrainJob (thinned, not cut: see ``Store.add_progress``)."""
 
 
 @dataclass
@@ -430,6 +446,39 @@ class Store:
         )
         return [EventRow(*r) for r in rows]
 
+    # Progress history (``kubetrain metrics``): every trainerStatus a TrainJob had, oldest first.
+    def add_progress(self, namespace: str, trainjob: str, uid: str, source: str, report: dict[str, Any]) -> None:
+        """Append one report; past ``MAX_PROGRESS`` rows of a TrainJob, every other row of its older half goes,
+        so a run of any length keeps its whole shape at a bounded size."""
+        with self.transaction() as c:
+            c.execute(
+                "INSERT INTO progress (namespace, trainjob, uid, time, source, report) VALUES (?,?,?,?,?,?)",
+                (namespace, trainjob, uid, time.time(), source, json.dumps(report)),
+            )
+            (count,) = c.execute(
+                "SELECT COUNT(*) FROM progress WHERE namespace=? AND trainjob=?", (namespace, trainjob)
+            ).fetchone()
+            if count > MAX_PROGRESS:
+                ids = [r[0] for r in c.execute(
+                    "SELECT id FROM progress WHERE namespace=? AND trainjob=? ORDER BY id LIMIT ?",
+                    (namespace, trainjob, count // 2),
+                ).fetchall()]  # fmt: skip
+                c.executemany("DELETE FROM progress WHERE id=?", [(i,) for i in ids[1::2]])
+
+    def list_progress(self, namespace: str, trainjob: str) -> list[ProgressRow]:
+        rows = self._read(
+            "SELECT time, source, report FROM progress WHERE namespace=? AND trainjob=? ORDER BY id",
+            (namespace, trainjob),
+        )
+        return [ProgressRow(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    def last_progress_source(self, namespace: str, trainjob: str) -> str | None:
+        rows = self._read(
+            "SELECT source FROM progress WHERE namespace=? AND trainjob=? ORDER BY id DESC LIMIT 1",
+            (namespace, trainjob),
+        )
+        return str(rows[0][0]) if rows else None
+
     # Runtimes, ConfigMaps, Secrets.
     def put_object(self, manifest: dict[str, Any]) -> str:
         """Store an applied object; returns ``created``, ``configured`` or ``unchanged`` like kubectl."""
@@ -492,6 +541,7 @@ class _Tx:
 def _delete_rows(c: _Tx, namespace: str, name: str) -> None:
     for table, col in (
         ("pods", "trainjob"),
+        ("progress", "trainjob"),
         ("events", "trainjob"),
         ("sched_queue", "trainjob"),
         ("sched_allocations", "trainjob"),

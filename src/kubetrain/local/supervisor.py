@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kubetrain.api import constants as C
@@ -70,6 +71,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             self._preflight()
             self.netns.ready()
             self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
+            self._start_status_server()
             outbound_problem = self._start_outbound()
             if outbound_problem:
                 self.event(
@@ -90,6 +92,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             try:
                 while True:
                     self._tick()
+                    self.progress.poll(self.status, self._progress_logs())
                     self._persist_pods()
                     self._persist_status()
                     self._sample(clock)
@@ -110,6 +113,9 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             # Each step on its own: a failing store (disk full) must not keep pods running or the namespace alive.
             self._best_effort(self._stop_all)
             self._close_pidfds()
+            if self.status_server is not None:
+                self.status_server.close()
+            self._best_effort(lambda: self.progress.poll(self.status, self._progress_logs(), final=True))
             self._best_effort(self._persist_pods)
             self._best_effort(self._persist_status)
             if self._exec_probes is not None:
@@ -171,6 +177,38 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             step()
         except KubetrainError as exc:
             log.error("cleanup step failed: %s", exc)
+
+    def _write_hosts(self) -> None:
+        from kubetrain.local.status_server import ADDRESS, HOST
+
+        (self.dir / "hosts").write_text(self.plan.hosts_file() + f"{ADDRESS}\t{HOST}\n")
+
+    def _start_status_server(self) -> None:
+        """The endpoint pods report progress to (``status_server``); a TrainJob runs without it if it fails."""
+        import ssl
+
+        from kubetrain.local.status_server import StatusServer, no_proxy
+
+        assert self.netns is not None
+        try:
+            server = StatusServer(self.namespace, self.name, self.dir / "status", self.progress.report)
+            server.start(self.netns)
+        except (KubetrainError, OSError, ssl.SSLError) as exc:
+            self.event(
+                "Warning",
+                "StatusEndpointUnavailable",
+                f"pods cannot report progress (kubeflow.trainer.update_trainjob_status): {exc}",
+            )
+            return
+        self.status_server = server
+        self.ctx.extra_env.update(server.env())
+        self.ctx.extra_env.update(no_proxy(dict(os.environ)))
+
+    def _progress_logs(self) -> list[Path]:
+        """The trainer pods' logs (every pod's when no pod is marked as the trainer)."""
+        pods_ = self.plan.pods()
+        trainers = [p for p in pods_ if p.labels.get(C.LABEL_ANCESTOR) == C.ANCESTOR_TRAINER] or pods_
+        return [self.log_path(p) for p in trainers]
 
     def _start_outbound(self) -> str | None:
         """Outbound NAT when possible; otherwise why not (pods then reach only each other)."""

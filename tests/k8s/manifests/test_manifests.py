@@ -244,6 +244,7 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
         ("jobset.x-k8s.io", "jobsets"): read | {"create", "update", "patch", "delete"},
         ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "patch"},
+        # Pods: an elastic job's trainer pod failures, and the status endpoint's reporting pod.
         ("", "pods"): {"list"},
         ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "patch"},
         ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "patch"},
@@ -253,6 +254,8 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("", "namespaces"): {"get"},
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {"get", "update"},
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update"},
+        # The status endpoint: report tokens reviewed.
+        ("authentication.k8s.io", "tokenreviews"): {"create"},
     }
     hooks = [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert sorted(n for r in hooks for n in r["resourceNames"]) == [

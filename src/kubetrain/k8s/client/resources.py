@@ -49,6 +49,7 @@ EVENT = Resource("", "v1", "events", "Event")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+TOKEN_REVIEW = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 
 KNOWN: tuple[Resource, ...] = (

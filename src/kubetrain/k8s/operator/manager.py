@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from kubetrain.api import constants as c
-from kubetrain.compiler import KeyGen, ecdsa_keygen
+from kubetrain.compiler import KeyGen, StatusServer, ecdsa_keygen
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.operator.health import HealthServer
@@ -29,6 +29,7 @@ from kubetrain.k8s.operator.leader import LeaderElector
 from kubetrain.k8s.operator.metrics import Metrics
 from kubetrain.k8s.operator.reconciler import Caches, Key, ReconcileError, Requeue, TrainJobReconciler, utcnow
 from kubetrain.k8s.operator.settings import OperatorSettings
+from kubetrain.k8s.operator.status_server import StatusEndpoint
 from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
 log = logging.getLogger("kubetrain.operator")
@@ -146,7 +147,9 @@ class Operator:
             for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP, r.HPA)
         }
         self.caches = Caches(self.trainjobs, self.runtimes, self.cluster_runtimes, owned)
-        self.reconciler = TrainJobReconciler(client, self.caches, self.metrics, keygen=keygen, clock=clock)
+        self.reconciler = TrainJobReconciler(
+            client, self.caches, self.metrics, keygen=keygen, clock=clock, status_server=self.status_options
+        )
         self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
         self.elector: LeaderElector | None = None
         self._lease_client: Client | None = None
@@ -169,6 +172,9 @@ class Operator:
         self.webhook: Any = None
         """The running webhook server (``kubetrain.k8s.webhook.server.WebhookServer``), when configured."""
         self._tasks: list[asyncio.Task[None]] = []
+        self.status_endpoint: StatusEndpoint | None = None
+        """The running status endpoint (progress reports, KEP-2779), when ``status_port`` is set."""
+        self._status_client: Client | None = None
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.queue_processing.set_function(lambda: self.queue.processing)
         self.metrics.api_requests.set_function(lambda: client.session.requests_total)
@@ -195,7 +201,9 @@ class Operator:
             self.reconciler.first_seen.setdefault(key, time.monotonic())
         if type_ == "DELETED":
             self.reconciler.first_seen.pop(key, None)
+            self.metrics.progress.forget(key)
             return
+        self.metrics.progress.update(key, (obj.get("status") or {}).get("trainerStatus"))
         self.queue.add(key, LOW if initial else HIGH)
 
     def _on_owned(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
@@ -285,6 +293,8 @@ class Operator:
         # ready before the webhook listens, when one is configured (upstream's readyz does the same).
         if self.settings.webhook_port is not None and self.webhook is None:
             return False
+        if self.settings.status_port is not None and self.status_endpoint is None:
+            return False
         return (self.elector is not None and not self.elector.is_leader) or self.started.is_set()
 
     async def _start_webhook(self) -> None:
@@ -302,6 +312,38 @@ class Operator:
         self.webhook = await started if inspect.isawaitable(started) else started
         self._webhook_stop = self.webhook if callable(self.webhook) else None
 
+    async def _start_status(self) -> None:
+        """The status endpoint, with its own client: reports never wait behind the reconcilers' burst."""
+        s = self.settings
+        if s.status_port is None:
+            return
+        from kubetrain.k8s.operator.settings import operator_namespace
+        from kubetrain.k8s.operator.status_server import Certificates, StatusEndpoint, cert_names
+
+        cert_dir = s.status_cert_dir
+        if cert_dir is None and s.webhook_port is not None:
+            from kubetrain.k8s.webhook import names
+
+            cert_dir = s.webhook_cert_dir or names.DEFAULT_CERT_DIR  # written by the webhook's start-up
+        certs = Certificates(cert_dir, cert_names(s.status_service, operator_namespace(), s.status_url))
+        self._status_client = Client(self.client.config, qps=s.status_qps, burst=s.status_burst)
+        endpoint = StatusEndpoint(
+            self._status_client, certs, rate=s.status_rate, burst=s.status_rate_burst, metrics=self.metrics
+        )
+        await endpoint.start(s.status_host, s.status_port)
+        self.status_endpoint = endpoint
+
+    def status_options(self) -> StatusServer | None:
+        """What the compiler wires new TrainJobs' pods to (None while no endpoint runs)."""
+        endpoint = self.status_endpoint
+        if endpoint is None:
+            return None
+        from kubetrain.k8s.operator.settings import operator_namespace
+
+        s = self.settings
+        url = s.status_url or f"https://{s.status_service}.{operator_namespace()}.svc:{endpoint.port}"
+        return StatusServer(url=url, ca_cert=endpoint.certs.ca_pem)
+
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (0) or leadership is lost (1, so the process restarts cleanly)."""
         s = self.settings
@@ -309,6 +351,7 @@ class Operator:
             self.health = HealthServer(self.metrics.registry, ready=self.ready)
             await self.health.start(s.health_host, s.health_port)
         await self._start_webhook()
+        await self._start_status()
         code = 0
         try:
             if self.elector is not None:
@@ -346,6 +389,10 @@ class Operator:
                 await self._webhook_stop()
             if self._webhook_client is not None:
                 await self._webhook_client.close()
+            if self.status_endpoint is not None:
+                await self.status_endpoint.stop()
+            if self._status_client is not None:
+                await self._status_client.close()
             if self.health is not None:
                 await self.health.stop()
         log.info("operator stopped", extra={"controller": CONTROLLER})

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from kubetrain.k8s.operator.progress_metrics import ProgressMetrics
+
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -62,6 +64,14 @@ class Metrics:
         )
         self.leader = Gauge("kubetrain_leader", "1 while this replica holds the leader lease.", registry=r)
         self.api_requests = Gauge("kubetrain_api_requests", "API requests sent (retries included).", registry=r)
+        self.status_reports = Counter(
+            "kubetrain_status_reports",
+            "Progress reports answered by the status endpoint, by HTTP status code.",
+            ["code"],
+            registry=r,
+        )
+        self.progress = ProgressMetrics()
+        r.register(self.progress)
 
     def count_writes(self, source: Callable[[], Mapping[str, int]]) -> None:
         """Export the session's write counts (a restart over finished TrainJobs must show none)."""

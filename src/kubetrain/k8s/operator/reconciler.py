@@ -16,7 +16,7 @@ from typing import Any
 from kubetrain.api import KubetrainError, TrainJob, elastic
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
-from kubetrain.compiler import KeyGen, Subject, compile_trainjob, ecdsa_keygen, validate_objects
+from kubetrain.compiler import KeyGen, StatusServer, Subject, compile_trainjob, ecdsa_keygen, validate_objects
 from kubetrain.compiler.plugins.torch import elastic_policy_of
 from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, TRAINJOB, for_object
@@ -78,8 +78,11 @@ class TrainJobReconciler:
         *,
         keygen: KeyGen = ecdsa_keygen,
         clock: Callable[[], dt.datetime] = utcnow,
+        status_server: Callable[[], StatusServer | None] = lambda: None,
     ) -> None:
         self.client = client
+        self.status_server = status_server
+        """The progress endpoint new objects are wired to (None: the feature is off)."""
         self.caches = caches
         self.metrics = metrics
         self.keygen = keygen
@@ -153,7 +156,7 @@ class TrainJobReconciler:
             if not checked.ok:
                 raise KubetrainError("; ".join(f.render() for f in checked.errors))
         is_elastic = elastic_policy_of(runtime) is not None
-        for obj in compile_trainjob(model, runtime, keygen=self.keygen):
+        for obj in compile_trainjob(model, runtime, keygen=self.keygen, status_server=self.status_server()):
             await self._sync(model, obj, from_snapshot, tj, is_elastic)
         return is_elastic
 

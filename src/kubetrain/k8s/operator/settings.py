@@ -77,3 +77,21 @@ class OperatorSettings:
     webhook_qps: float = 100.0
     """Rate limit of the webhook's own client (runtime and JobSet lookups), separate from the reconcilers'."""
     webhook_burst: int = 200
+    status_port: int | None = None
+    """Serve the status endpoint (pods report ``status.trainerStatus``, KEP-2779) on this HTTPS port, and wire
+    every new TrainJob's pods to it; None: off (the command line turns it on at 10443)."""
+    status_host: str = "0.0.0.0"
+    status_cert_dir: str | None = None
+    """tls.crt/tls.key (and ca.crt) of the status endpoint; default: the webhook's directory when the webhook
+    runs here, else a self-signed pair made at start-up (one replica only: pods must trust its CA)."""
+    status_url: str | None = None
+    """Base URL pods reach the endpoint at; default ``https://<service>.<operator namespace>.svc:<port>``."""
+    status_service: str = field(default_factory=lambda: os.environ.get("KUBETRAIN_WEBHOOK_SERVICE") or
+                                "kubetrain-operator")  # fmt: skip
+    """The Service in front of the operator (the same one as the webhook's)."""
+    status_qps: float = 20.0
+    """Rate limit of the endpoint's own client (TokenReviews, pod lists, status patches)."""
+    status_burst: int = 40
+    status_rate: float = 5.0
+    """Reports per second accepted per token subject (service account), upstream's key."""
+    status_rate_burst: int = 20

@@ -22,6 +22,7 @@ from aiohttp import web
 from kubetrain.k8s.client.resources import KNOWN, Resource
 from kubetrain.testing.fakeapi.podlogs import PodLogs
 from kubetrain.testing.fakeapi.store import Store, StoreError
+from kubetrain.testing.fakeapi.tokens import Tokens
 
 _STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "customresourcedefinitions"}
 
@@ -65,6 +66,8 @@ class FakeApiServer:
     ) -> None:
         self.store = Store(resources or default_resources(), history=history)
         self.pod_logs = PodLogs(self.store)
+        self.tokens = Tokens(self.store)
+        """Service-account tokens: the TokenRequest API and TokenReview (``fakeapi.tokens``)."""
         """Containers' logs: tests write them (``pod_logs.write``) as a container runtime would."""
         self.ssl_context = ssl_context
         """Serve HTTPS with this context (e.g. one requiring client certificates, as a kube-apiserver can)."""
@@ -190,6 +193,10 @@ class FakeApiServer:
                     return await self._watch(request, group, plural, ns)
                 return web.json_response(self._list(group, plural, ns, q))
             body = await request.read()
+            if request.method == "POST" and plural == "serviceaccounts" and sub == "token":
+                return web.json_response(self.tokens.request(ns or "", name or "", json.loads(body)), status=201)
+            if request.method == "POST" and (group, plural) == ("authentication.k8s.io", "tokenreviews"):
+                return web.json_response(self.tokens.review(json.loads(body)), status=201)
             if request.method == "POST" and name is None:
                 return web.json_response(s.create(group, plural, ns, json.loads(body), manager), status=201)
             if request.method == "PUT" and name is not None:
