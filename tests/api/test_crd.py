@@ -378,6 +378,29 @@ def test_upstream_runtimes_validate(doc: dict[str, Any]) -> None:
     assert errors("TrainingRuntime", as_namespaced, strict=True) == []
 
 
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+@pytest.mark.skipif(not UPSTREAM.exists(), reason="shared/reference/upstream not present")
+def test_trainer_status_schema_is_upstreams() -> None:
+    """status.trainerStatus (KEP-2779) is typed exactly as upstream v2.3 types it: the server itself checks the
+    progress range, the int32 seconds, the RFC 3339 time and the metric bounds, whoever writes the status."""
+    upstream = yaml.safe_load((UPSTREAM / "crds" / "v2.3" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+
+    def trainer_status(crd: dict[str, Any]) -> Any:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return _without_descriptions(schema["properties"]["status"]["properties"]["trainerStatus"])
+
+    ours = trainer_status(CRDS["TrainJob"])
+    assert ours == trainer_status(upstream)
+    assert "x-kubernetes-preserve-unknown-fields" not in str(ours)
+
+
 def trainjob(**spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",

@@ -158,6 +158,10 @@ SCHEMA_EXTRA: Final[dict[tuple[type[BaseModel], str], dict[str, Any]]] = {
     (jobset.ReplicatedJob, "depends_on"): {"maxItems": 5},
     (jobset.JobSetSpec, "volume_claim_policies"): {"maxItems": 50},
     (jobset.VolumeClaimPolicy, "templates"): {"maxItems": 50},
+    # Upstream's v2.3 trainerStatus: typed as the Go struct is (int32, a metav1.Time), so the server checks it.
+    (trainjob.TrainerStatus, "progress_percentage"): {"format": "int32"},
+    (trainjob.TrainerStatus, "estimated_remaining_seconds"): {"format": "int32"},
+    (trainjob.TrainerStatus, "last_updated_time"): {"format": "date-time"},
     # Upstream's bounds on status (metav1.Condition's own limits).
     (meta.Condition, "type"): {"maxLength": 316},
     (meta.Condition, "reason"): {"maxLength": 1024},
@@ -168,6 +172,7 @@ LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {(runtime.EnvInjectionTarge
 LIST_ATOMIC: Final[set[tuple[type[BaseModel], str]]] = {
     (trainjob.Trainer, "command"),
     (trainjob.Trainer, "args"),
+    (trainjob.TrainerStatus, "metrics"),
 }
 
 # --- Kubernetes types ---
