@@ -160,6 +160,9 @@ async def bench(args: argparse.Namespace) -> str:
     port = free_port()
     cmd = [sys.executable, "-m", "kubetrain.cli.main", "operator", "--kubeconfig", kubeconfig]
     cmd += ["--no-leader-elect", "--health-port", str(port), "--log-level", "warning"]
+    # The progress endpoint on, as deployed, on a port of its own (other operators may run on this machine).
+    status_port = free_port()
+    cmd += ["--status-port", str(status_port), "--status-url", f"https://127.0.0.1:{status_port}"]
     cmd += ["--qps", str(args.qps), "--burst", str(args.burst), "--concurrency", str(args.concurrency)]
     if args.context:
         cmd += ["--context", args.context]
