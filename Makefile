@@ -50,6 +50,7 @@ bench: install
 	$(BIN)/python bench/run_all.py
 
 crds: install
+	KUBETRAIN_UPDATE_MANIFESTS=1 $(BIN)/pytest -q tests/api/test_k8sschema.py
 	$(BIN)/kubetrain crds --output-dir manifests/crds
 	KUBETRAIN_UPDATE_MANIFESTS=1 $(BIN)/pytest -q tests/k8s/manifests
 

@@ -17,13 +17,20 @@ HEADER = (
 )
 
 
-def write_section(name: str, markdown: str) -> None:
+def write_section(name: str, markdown: str, *, after: str | None = None) -> None:
+    """Replace section ``name`` (or add it: right after section ``after`` when that exists, else at the end)."""
     text = REPORT.read_text() if REPORT.exists() else HEADER
     stamp = f"_{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, " \
             f"Python {platform.python_version()}_\n\n"
     block = f"<!-- bench:{name} -->\n{stamp}{markdown.rstrip()}\n<!-- /bench:{name} -->"
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    end = f"<!-- /bench:{after} -->" if after else None
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    elif end and end in text:
+        text = text.replace(end, end + "\n\n" + block, 1)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
     REPORT.write_text(text)
 
 

@@ -153,6 +153,8 @@ def test_schema_is_structural(kind: str) -> None:
             problems.append(f"{path}: additionalProperties false")
         if "default" in node and node["default"] is None:
             problems.append(f"{path}: null default")
+        if node.get("properties") == {}:
+            problems.append(f"{path}: empty properties (the server drops them, so stored != applied)")
         if node.get("x-kubernetes-list-type") == "map":
             keys = node["x-kubernetes-list-map-keys"]
             required = node["items"].get("required", [])
@@ -229,18 +231,60 @@ def test_int_or_string_fields() -> None:
     assert torch["properties"]["numProcPerNode"]["default"] == "auto"
 
 
-def test_pod_templates_keep_unknown_fields() -> None:
+def test_pod_templates_are_typed_down_to_every_field() -> None:
+    """The pod spec is Kubernetes' own PodSpec, so the API server prunes and type-checks it without the webhook."""
     rjob = schema_of("TrainingRuntime")["properties"]["spec"]["properties"]["template"]["properties"]["spec"][
         "properties"
     ]["replicatedJobs"]["items"]
-    pod_spec = rjob["properties"]["template"]["properties"]["spec"]["properties"]["template"]["properties"][
-        "spec"
+    job_spec = rjob["properties"]["template"]["properties"]["spec"]
+    pod_spec = job_spec["properties"]["template"]["properties"]["spec"]
+    assert pod_spec["required"] == ["containers"]
+    container = pod_spec["properties"]["containers"]["items"]
+    assert container["properties"]["resources"]["properties"]["limits"]["additionalProperties"][
+        "x-kubernetes-int-or-string"
     ]
-    assert pod_spec == {
-        "description": pod_spec["description"],
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-    }
+    assert container["properties"]["ports"]["x-kubernetes-list-map-keys"] == ["containerPort", "protocol"]
+    assert job_spec["properties"]["template"]["properties"]["metadata"]["properties"].keys() == {
+        "annotations", "finalizers", "labels", "name", "namespace"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_nothing_is_left_untyped(kind: str) -> None:
+    """No x-kubernetes-preserve-unknown-fields: every field the server stores is one the schema describes."""
+    assert [path for path, node in nodes(schema_of(kind)) if "x-kubernetes-preserve-unknown-fields" in node] == []
+
+
+def test_patches_do_not_require_what_they_patch() -> None:
+    spec = schema_of("TrainJob")["properties"]["spec"]["properties"]
+    override = spec["podTemplateOverrides"]["items"]["properties"]["spec"]
+    patch = spec["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"]["properties"]["template"][
+        "properties"
+    ]["spec"]["properties"]["replicatedJobs"]["items"]["properties"]["template"]["properties"]["spec"][
+        "properties"
+    ]["template"]["properties"]["spec"]
+    for pod_spec in (override, patch):
+        assert "required" not in pod_spec
+        assert "containers" in pod_spec["properties"]
+        assert pod_spec["properties"]["containers"]["items"]["required"] == ["name"]  # the merge key stays
+
+
+def test_a_quantity_or_a_typo_is_caught_by_the_schema_alone() -> None:
+    pod = {"containers": [{"name": "node", "image": "x", "resources": {"limits": {"cpu": "2 cores"}}}]}
+    doc = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "r"},
+        "spec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": pod}}}}
+        ]}}},
+    }  # fmt: skip
+    assert [e.split(":")[0] for e in errors("ClusterTrainingRuntime", doc)] == [
+        "spec.template.spec.replicatedJobs.0.template.spec.template.spec.containers.0.resources.limits.cpu"
+    ]
+    pod["containers"][0] = {"name": "node", "image": "x", "comand": ["python"]}
+    assert errors("ClusterTrainingRuntime", doc) == []  # the server would prune it ...
+    assert errors("ClusterTrainingRuntime", doc, strict=True)  # ... because the schema does not have it
 
 
 def test_defaults_from_the_models_are_advertised() -> None:
@@ -332,6 +376,29 @@ def test_upstream_runtimes_validate(doc: dict[str, Any]) -> None:
     assert errors("ClusterTrainingRuntime", doc, strict=True) == []
     as_namespaced = {**doc, "kind": "TrainingRuntime"}
     assert errors("TrainingRuntime", as_namespaced, strict=True) == []
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+@pytest.mark.skipif(not UPSTREAM.exists(), reason="shared/reference/upstream not present")
+def test_trainer_status_schema_is_upstreams() -> None:
+    """status.trainerStatus (KEP-2779) is typed exactly as upstream v2.3 types it: the server itself checks the
+    progress range, the int32 seconds, the RFC 3339 time and the metric bounds, whoever writes the status."""
+    upstream = yaml.safe_load((UPSTREAM / "crds" / "v2.3" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+
+    def trainer_status(crd: dict[str, Any]) -> Any:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return _without_descriptions(schema["properties"]["status"]["properties"]["trainerStatus"])
+
+    ours = trainer_status(CRDS["TrainJob"])
+    assert ours == trainer_status(upstream)
+    assert "x-kubernetes-preserve-unknown-fields" not in str(ours)
 
 
 def trainjob(**spec: Any) -> dict[str, Any]:
@@ -432,7 +499,7 @@ def test_a_rule_for_a_renamed_field_fails_generation(monkeypatch: pytest.MonkeyP
     from kubetrain.api import crd
     from kubetrain.api.trainjob import Trainer
 
-    monkeypatch.setitem(crd._FIELD_RULES, (Trainer, "num_gpus"), [{"rule": "true", "message": "x"}])
+    monkeypatch.setitem(crd.tables.FIELD_RULES, (Trainer, "num_gpus"), [{"rule": "true", "message": "x"}])
     with pytest.raises(LookupError):
         crd.generate_crds()
 

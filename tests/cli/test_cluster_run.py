@@ -7,8 +7,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import yaml
 
@@ -34,6 +36,23 @@ def files(tmp_path: Path, *docs: dict) -> str:
     return str(path)
 
 
+class Lines:
+    """A stream of the process read as it comes (so a test can wait for a line before acting)."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True)
+        self.thread.start()
+
+    def text(self) -> str:
+        return "".join(list(self.lines))
+
+    def finish(self) -> str:
+        self.thread.join(30)
+        return self.text()
+
+
 def until(pred, what: str, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -47,8 +66,11 @@ def test_run_streams_every_pod_and_exits_0_when_complete(tmp_path: Path) -> None
     with background_api(tmp_path, operator=True) as (bg, kubeconfig):
         kubelet = Kubelet(bg)
         proc = start(kubeconfig, "-f", files(tmp_path, torch_runtime(), trainjob("job", trainer={"numNodes": 2})))
+        stdout, stderr = Lines(proc.stdout), Lines(proc.stderr)
         try:
             until(lambda: kubelet.has_jobset("job"), "the operator's JobSet")
+            # The pods come once `run` has seen the job without them (a slow start would otherwise miss that state).
+            until(lambda: "trainjob default/job: Created (NoPods:" in stderr.text(), "run to report Created", 60)
             pods = [kubelet.create_pod(pod_manifest("job", "node", i, suffix=f"p{i}"), running()) for i in range(2)]
             for i, pod in enumerate(pods):
                 kubelet.log(pod, f"rank {i} epoch 0 loss 1.0\n")
@@ -57,7 +79,8 @@ def test_run_streams_every_pod_and_exits_0_when_complete(tmp_path: Path) -> None
                 kubelet.log(pod, f"rank {i} done\n")
                 kubelet.set_status(pod, terminated(0))
             kubelet.complete_jobset("job")
-            out, err = proc.communicate(timeout=60)
+            proc.wait(60)
+            out, err = stdout.finish(), stderr.finish()
         finally:
             if proc.poll() is None:
                 proc.kill()

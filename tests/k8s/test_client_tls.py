@@ -18,7 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import from_kubeconfig
-from kubetrain.k8s.fakeapi import FakeApiServer
+from kubetrain.testing.fakeapi import FakeApiServer
 from tests.k8s.helpers import run
 
 NOW = dt.datetime.now(dt.UTC)

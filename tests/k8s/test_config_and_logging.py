@@ -55,9 +55,9 @@ def test_inline_client_cert_is_written_to_private_files(tmp_path: Path) -> None:
     assert oct(Path(cfg.cert_file).stat().st_mode)[-3:] == "600"
 
 
-def test_unknown_context_and_exec_plugins_are_clear_errors(tmp_path: Path) -> None:
+def test_unknown_context_and_bad_exec_sections_are_clear_errors(tmp_path: Path) -> None:
     path = write(tmp_path, doc({"exec": {"command": "aws"}}))
-    with pytest.raises(ConfigError, match="exec/auth-provider"):
+    with pytest.raises(ConfigError, match=r"exec\.apiVersion is None; expected one of"):
         from_kubeconfig(path)
     with pytest.raises(ConfigError, match="no context named 'nope'"):
         from_kubeconfig(path, "nope")
@@ -85,3 +85,36 @@ def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     cfg = load()
     assert (cfg.server, cfg.namespace, cfg.bearer()) == ("https://10.0.0.1:443", "kubeflow-system", "sa-token")
     assert cfg.ca_file == str(tmp_path / "ca.crt")
+
+
+def test_impersonation_from_the_kubeconfig_becomes_headers(tmp_path: Path) -> None:
+    import asyncio
+
+    from kubetrain.k8s.client.session import ApiSession
+
+    user = {
+        "token": "t",
+        "as": "system:serviceaccount:kubeflow-system:kubetrain-operator",
+        "as-groups": ["system:serviceaccounts", "system:authenticated"],
+        "as-user-extra": {"scopes": ["a", "b"]},
+    }
+    cfg = from_kubeconfig(write(tmp_path, doc(user)))
+
+    async def headers() -> list[tuple[str, str]]:
+        session = ApiSession(cfg)
+        try:
+            _, sent = await session._prepare(None)
+            return list(sent.items())
+        finally:
+            await session.close()
+
+    assert asyncio.run(headers()) == [
+        ("Impersonate-User", "system:serviceaccount:kubeflow-system:kubetrain-operator"),
+        ("Impersonate-Group", "system:serviceaccounts"),
+        ("Impersonate-Group", "system:authenticated"),
+        ("Impersonate-Extra-scopes", "a"),
+        ("Impersonate-Extra-scopes", "b"),
+        ("Authorization", "Bearer t"),
+    ]
+    with pytest.raises(ConfigError, match="needs `as`"):
+        from_kubeconfig(write(tmp_path, doc({"token": "t", "as-groups": ["g"]})))

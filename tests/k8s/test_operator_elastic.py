@@ -70,12 +70,15 @@ def test_num_nodes_change_resizes_the_running_jobset_in_place() -> None:
                 await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
                 await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
                 uid = env.get("jobsets", "el", group=JOBSET)["metadata"]["uid"]
+                template = node_job(env, "el")["template"]
                 await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
                 await wait_for(lambda: node_job(env, "el").get("parallelism") == 3, what="parallelism 3")
                 job = node_job(env, "el")
                 assert (job["parallelism"], job["completions"]) == (3, 3)
                 js = env.get("jobsets", "el", group=JOBSET)
                 assert js["metadata"]["uid"] == uid  # the same JobSet: its pods keep running
+                # The operator caches JobSets without pod templates; the PUT carried the whole JobSet anyway.
+                assert job["template"] == template and template["spec"]["containers"]
                 await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("numNodes") == 3,
                                what="status.numNodes 3")
                 assert "scaling" not in env.get("trainjobs", "el")["status"]

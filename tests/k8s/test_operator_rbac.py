@@ -20,7 +20,7 @@ from kubetrain.api import constants as c
 from kubetrain.api.progress import status_path
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.session import ApiSession
-from kubetrain.k8s.fakeapi.server import default_resources
+from kubetrain.testing.fakeapi.server import default_resources
 from tests.k8s.helpers import (
     add_pod,
     fake_env,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.operator import Operator, OperatorSettings
+from kubetrain.k8s.operator.leader import LeaseNamespaceMissing
 from tests.k8s.helpers import (
     client_for,
     fake_env,
@@ -32,12 +35,15 @@ def test_missing_runtime_sets_a_condition_and_an_event_then_recovers() -> None:
             cond = await wait_for(lambda: conditions(env, "job").get("ResourcesCreationFailed"), what="condition")
             assert cond["status"] == "True" and cond["reason"] == "BuildFailed"
             assert "not found ClusterTrainingRuntime specified in TrainJob" in cond["message"]
-            events = env.items("events", group="")
-            assert any(
-                e["reason"] == "TrainJobResourcesCreationFailed"
-                and e["type"] == "Warning"
-                and e["message"].startswith("TrainJob resources reconciliation failed: ")
-                for e in events
+            # The Event is written after the status: wait for it rather than race it.
+            await wait_for(
+                lambda: any(
+                    e["reason"] == "TrainJobResourcesCreationFailed"
+                    and e["type"] == "Warning"
+                    and e["message"].startswith("TrainJob resources reconciliation failed: ")
+                    for e in env.items("events", group="")
+                ),
+                what="the Warning Event",
             )
             await env.client.create(torch_runtime("late"))
             await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet after runtime appears")
@@ -141,7 +147,7 @@ def test_throttled_api_server_is_retried_transparently() -> None:
 
 def test_podgroup_crd_missing_is_reported_on_the_trainjob() -> None:
     async def body() -> None:
-        from kubetrain.k8s.fakeapi import default_resources
+        from kubetrain.testing.fakeapi import default_resources
 
         async with fake_env(resources=default_resources(podgroups=False)) as env:
             await env.client.create(mpi_runtime())
@@ -259,6 +265,92 @@ def test_a_new_trainjob_is_not_queued_behind_a_restart_relist() -> None:
             assert len(done_before) <= 6, done_before
 
     run(body)
+
+
+def test_a_missing_lease_namespace_stops_the_operator_at_once_with_the_fixes() -> None:
+    """Outside a cluster the default Lease namespace (kubeflow-system) often does not exist: say so, no retries."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            # What kube-apiserver answers when creating an object in a namespace that does not exist.
+            env.api.inject(
+                "POST",
+                r"/namespaces/kubeflow-system/leases",
+                404,
+                reason="NotFound",
+                message='namespaces "kubeflow-system" not found',
+                details={"name": "kubeflow-system", "kind": "namespaces"},
+            )
+            op = Operator(
+                client_for(env.api, qps=0),
+                OperatorSettings(leader_election=True, health_port=None, lease_namespace="kubeflow-system"),
+            )
+            with pytest.raises(LeaseNamespaceMissing) as exc:
+                await asyncio.wait_for(op.run(asyncio.Event()), 30)
+            text = str(exc.value)
+            for fix in ("--lease-namespace", "--no-leader-elect", "kubectl create namespace kubeflow-system"):
+                assert fix in text
+            posts = [p for m, p in env.api.requests if m == "POST" and "/leases" in p]
+            assert len(posts) == 1  # failed on the first attempt, did not retry
+            await op.client.close()
+
+    run(body)
+
+
+def test_a_restart_over_converged_trainjobs_writes_nothing() -> None:
+    """Torch and MPI (hostfile, SSH Secret, PodGroup), one running and one finished: after a restart the slimmed
+    caches still show every object as up to date, so not one write goes out."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            await env.client.create(mpi_runtime())
+            await env.client.create(trainjob("torch-job"))
+            await env.client.create(trainjob("mpi-job", runtime="mpi"))
+            async with running_operator(env):
+                await wait_for(lambda: env.find("jobsets", "torch-job", group=JS))
+                await wait_for(lambda: env.find("jobsets", "mpi-job", group=JS))
+                done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done"}
+                await env.client.patch_status(r.JOBSET, "torch-job", "default", {"conditions": [done]})
+                await wait_for(lambda: conditions(env, "torch-job").get("Complete"))
+            async with running_operator(env) as op:
+                await wait_for(lambda: op.reconciler.metrics.reconcile_total._metrics, what="reconciles")
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="drained")
+                await asyncio.sleep(0.5)
+                writes = {k: v for k, v in op.client.session.writes.items() if k != "leases"}
+                assert writes == {}
+
+    run(body)
+
+
+def test_lease_renewals_do_not_wait_behind_a_throttled_burst() -> None:
+    """The reconcilers' token bucket can be minutes deep in a burst; renewals have their own, or the leader would
+    lose its lease (and exit) exactly when it is busiest."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            settings = OperatorSettings(
+                leader_election=True,
+                health_port=None,
+                lease_namespace="default",
+                lease_duration=2.0,
+                renew_deadline=1.0,
+                retry_period=0.2,
+                qps=1,
+                burst=1,
+            )
+            op = Operator(client_for(env.api, qps=1, burst=1), settings)
+            stop = asyncio.Event()
+            task = asyncio.create_task(op.run(stop))
+            await wait_for(lambda: op.started.is_set(), what="leader")
+            for i in range(30):
+                await env.client.create(trainjob(f"job-{i}"))  # ~60 throttled requests queue up at 1/s
+            await asyncio.sleep(4)  # four renew deadlines
+            assert op.elector is not None and not op.elector.lost.is_set() and op.elector.is_leader
+            stop.set()
+            assert await asyncio.wait_for(task, 30) == 0
+            await op.client.close()
 
 
 def test_a_trainjob_admitted_without_the_webhook_is_validated_before_objects_are_built() -> None:

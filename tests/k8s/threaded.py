@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.compiler import fixed_keygen
-from kubetrain.k8s.fakeapi import FakeApiServer
 from kubetrain.k8s.operator import Operator, OperatorSettings
+from kubetrain.testing.fakeapi import FakeApiServer
 from tests.k8s.helpers import client_for
 
 

@@ -42,7 +42,7 @@ app.kubernetes.io/component: operator
       path: {{ .path }}
       port: 443
   failurePolicy: {{ .root.Values.webhook.failurePolicy }}
-  sideEffects: None
+  sideEffects: {{ if .mutating }}None{{ else }}NoneOnDryRun{{ end }}
   timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
   rules:
   - apiGroups: [trainer.kubeflow.org]

@@ -78,9 +78,17 @@ class StartupPolicy(Model):
     startup_policy_order: Literal["AnyOrder", "InOrder"]
 
 
+class VolumeRetentionPolicy(Model):
+    when_deleted: Literal["Delete", "Retain"] | None = defaulted(
+        "Delete", description="What happens to the claims when the JobSet is deleted."
+    )
+
+
 class VolumeClaimPolicy(OpenModel):
-    templates: list[dict[str, Any]] | None = None
-    retention_policy: dict[str, Any] | None = None
+    templates: list[dict[str, Any]] | None = Field(
+        None, description="PersistentVolumeClaims created once per JobSet and mounted by its pods."
+    )
+    retention_policy: VolumeRetentionPolicy | None = None
 
 
 class Coordinator(Model):

@@ -36,10 +36,17 @@ class ObjectMeta(OpenModel):
 
 
 class TemplateMeta(Model):
-    """Metadata allowed inside templates and patches: only labels and annotations are honoured."""
+    """Metadata allowed inside templates and patches (Kubernetes' embedded ObjectMeta).
+
+    kubetrain merges labels and annotations; name, namespace and finalizers are accepted, as upstream's CRDs
+    accept them, and passed through unchanged.
+    """
 
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    name: str | None = None
+    namespace: str | None = None
+    finalizers: list[str] | None = None
 
 
 class Condition(Model):

@@ -134,6 +134,24 @@ class JobStatus(Model):
     suspended: int = 0
 
 
+class TrainerMetric(OpenModel):
+    name: str = Field(min_length=1, max_length=64, description='A label for the metric, e.g. "loss".')
+    value: str = Field(min_length=1, max_length=64, description="The metric's value, as a string.")
+
+
+class TrainerStatus(OpenModel):
+    """Progress the training process reports (upstream v2.3 ``TrainJobStatus`` feature)."""
+
+    progress_percentage: int | None = Field(
+        None, ge=0, le=100, description="How complete the training is, in percent."
+    )
+    estimated_remaining_seconds: int | None = Field(
+        None, ge=0, description="Estimated seconds until the training completes."
+    )
+    metrics: list[TrainerMetric] | None = Field(None, max_length=256, description="Current model metrics.")
+    last_updated_time: str | None = Field(None, description="When this status was observed.")
+
+
 class ScalingStatus(Model):
     """Bookkeeping of an elastic TrainJob whose JobSet had to be re-created to change its node count (JobSet
     does not let a running JobSet's pod counts change unless its ElasticJobSet feature gate is on)."""
@@ -148,9 +166,9 @@ class ScalingStatus(Model):
 
 
 class TrainJobStatus(OpenModel):
-    conditions: list[Condition] | None = None
-    jobs_status: list[JobStatus] | None = None
-    trainer_status: dict[str, Any] | None = None
+    conditions: list[Condition] | None = Field(None, max_length=8)
+    jobs_status: list[JobStatus] | None = Field(None, max_length=100)
+    trainer_status: TrainerStatus | None = None
     num_nodes: int | None = Field(
         None, ge=0, description="Trainer nodes of the running JobSet (the scale subresource's status replicas)."
     )

@@ -84,6 +84,7 @@ def register(group: click.Group) -> None:
         from kubetrain.k8s.client.config import load
         from kubetrain.k8s.operator import OperatorSettings, run_operator
         from kubetrain.k8s.operator.jsonlog import setup
+        from kubetrain.k8s.operator.leader import LeaseNamespaceMissing
 
         setup(log_level, json_format=log_format == "json")
         try:
@@ -120,4 +121,8 @@ def register(group: click.Group) -> None:
             finally:
                 await client.close()
 
-        sys.exit(asyncio.run(main()))
+        try:
+            code = asyncio.run(main())
+        except LeaseNamespaceMissing as exc:
+            raise click.ClickException(str(exc)) from exc
+        sys.exit(code)

@@ -12,7 +12,6 @@ from tests.k8s.webhook.conftest import Served
 
 CTR = names.VALIDATE_CLUSTER_TRAINING_RUNTIME
 TR = names.VALIDATE_TRAINING_RUNTIME
-POLICY = "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
 
 
 def runtime(kind: str = "ClusterTrainingRuntime", **labels: str) -> dict[str, Any]:
@@ -47,10 +46,7 @@ def test_deprecated_cluster_runtime_warns_on_create_only(served: Served) -> None
     rt = runtime(**{"trainer.kubeflow.org/support": "deprecated"})
     resp = served.review(CTR, rt, namespace=None)
     assert resp["allowed"] is True
-    assert resp["warnings"] == [
-        'ClusterTrainingRuntime "my-torch" is deprecated and will be removed in a future release of Kubeflow '
-        f"Trainer. See runtime deprecation policy: {POLICY}"
-    ]
+    assert resp["warnings"] == ['deprecated: ClusterTrainingRuntime "my-torch" will be removed in a future release']
     resp = served.review(CTR, rt, old=rt, operation="UPDATE", namespace=None)
     assert resp["allowed"] is True
     assert "warnings" not in resp

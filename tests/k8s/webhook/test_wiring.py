@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 
 from kubetrain.k8s.certs import MUTATING, VALIDATING, bundle_from_secret
-from kubetrain.k8s.fakeapi.server import default_resources
 from kubetrain.k8s.webhook import names, start, webhook_configurations
 from kubetrain.k8s.webhook.wiring import _WEBHOOK_CONFIGS
+from kubetrain.testing.fakeapi.server import default_resources
 from tests.k8s.helpers import fake_env, run, torch_runtime
 from tests.k8s.webhook.conftest import trainjob
 

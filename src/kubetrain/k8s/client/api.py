@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kubetrain.api.constants import FIELD_MANAGER
@@ -46,9 +46,15 @@ class Client:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         return await getting.list_(
-            self.session, res, namespace, label_selector=label_selector, field_selector=field_selector
+            self.session,
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            transform=transform,
         )
 
     async def apply(self, obj: dict[str, Any], *, force: bool = True) -> dict[str, Any]:

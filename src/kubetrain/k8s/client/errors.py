@@ -40,6 +40,13 @@ class TooManyRequests(ApiError):
     """429 after the client exhausted its retries."""
 
 
+class CredentialError(ApiError):
+    """No credential to send: the kubeconfig's exec plugin failed (status 401, the server never saw a request)."""
+
+    def __init__(self, message: str):
+        super().__init__(401, "Unauthorized", message)
+
+
 def error_for(status: int, body: dict[str, Any] | None, text: str = "") -> ApiError:
     """Map a response to the most specific error class, keeping the server's Status message."""
     body = body or {}

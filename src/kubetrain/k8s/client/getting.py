@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubetrain.k8s.client.resources import Resource
@@ -27,8 +28,13 @@ async def list_(
     label_selector: str | None = None,
     field_selector: str | None = None,
     limit: int = 500,
+    transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """All items (pages joined) and the list's resourceVersion, from which a watch can continue."""
+    """All items (pages joined) and the list's resourceVersion, from which a watch can continue.
+
+    ``transform`` is applied to each item as its page arrives (None drops it), so a caller that keeps only part
+    of each object never holds every full object of a large list at once.
+    """
     items: list[dict[str, Any]] = []
     params: dict[str, str] = {"limit": str(limit)}
     if label_selector:
@@ -41,7 +47,9 @@ async def list_(
             # List items omit apiVersion/kind; restore them so every object is self-describing.
             item.setdefault("apiVersion", res.api_version)
             item.setdefault("kind", res.kind)
-            items.append(item)
+            kept = transform(item) if transform is not None else item
+            if kept is not None:
+                items.append(kept)
         meta = page.get("metadata") or {}
         token = meta.get("continue")
         if not token:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,26 @@ def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any] | None:
     return obj
 
 
+_INTERN_MAX = 128
+
+
+def compact(value: Any) -> Any:
+    """``value`` with every key and short string shared with equal ones already in memory (``sys.intern``).
+
+    Cached objects repeat the same strings thousands of times (apiVersion, kind, namespace, condition types,
+    reasons and messages, the TrainJob's UID in each owner reference, timestamps of one busy second); each JSON
+    document decodes them as new objects. Sharing them is a large part of keeping 10,000 TrainJobs, their
+    JobSets and snapshots under the operator's memory target.
+    """
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= _INTERN_MAX:
+        return sys.intern(value)
+    return value
+
+
 class Informer:
     def __init__(
         self,
@@ -50,7 +71,7 @@ class Informer:
         self.client = client
         self.resource = resource
         self.namespace = namespace
-        self.transform = transform
+        self.transform = self._compacting(transform)
         self.watch_timeout = watch_timeout
         self.missing_retry = missing_retry
         self.store: dict[Key, dict[str, Any]] = {}
@@ -60,6 +81,14 @@ class Informer:
         """False while the server does not serve the resource (e.g. the PodGroup CRD is not installed)."""
         self.resource_version = ""
         self.relists = 0
+
+    @staticmethod
+    def _compacting(transform: Transform) -> Transform:
+        def run(obj: dict[str, Any]) -> dict[str, Any] | None:
+            kept = transform(obj)
+            return compact(kept) if kept is not None else None
+
+        return run
 
     def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.store.get((namespace or "", name))
@@ -88,12 +117,9 @@ class Informer:
         events, so their owners are reconciled at normal priority.
         """
         first = self.relists == 0
-        items, rv = await self.client.list(self.resource, self.namespace)
-        fresh: dict[Key, dict[str, Any]] = {}
-        for item in items:
-            kept = self.transform(item)
-            if kept is not None:
-                fresh[obj_key(kept)] = kept
+        # Transformed page by page: a relist of 10,000 JobSets must not hold them all in full at once.
+        items, rv = await self.client.list(self.resource, self.namespace, transform=self.transform)
+        fresh: dict[Key, dict[str, Any]] = {obj_key(kept): kept for kept in items}
         old = self.store
         gone = [old[k] for k in old.keys() - fresh.keys()]
         self.store = fresh

@@ -23,6 +23,24 @@ def _micro(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class LeaseNamespaceMissing(Exception):
+    """The Lease's namespace does not exist: retrying cannot help, the operator must not start."""
+
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+        super().__init__(
+            f'leader election cannot start: the Lease namespace "{namespace}" does not exist. Pass '
+            f"--lease-namespace with an existing namespace, run a single operator with --no-leader-elect, or "
+            f"create it (kubectl create namespace {namespace})"
+        )
+
+
+def _namespace_missing(exc: NotFound) -> bool:
+    """A create answered 404 because the namespace is missing (the object itself cannot be "not found")."""
+    details = exc.body.get("details") or {}
+    return details.get("kind") == "namespaces" or exc.message.startswith('namespaces "')
+
+
 def _parse(s: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
 
@@ -65,7 +83,7 @@ class LeaderElector:
         }
 
     async def try_acquire_or_renew(self) -> bool:
-        """One attempt. True if we hold the lease afterwards."""
+        """One attempt. True if we hold the lease afterwards. Raises :class:`LeaseNamespaceMissing`."""
         try:
             lease = await self.client.get(LEASE, self.name, self.namespace)
         except NotFound:
@@ -80,6 +98,10 @@ class LeaderElector:
                 return True
             except Conflict:
                 return False
+            except NotFound as exc:
+                if _namespace_missing(exc):
+                    raise LeaseNamespaceMissing(self.namespace) from exc
+                raise
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         renewed = _parse(spec.get("renewTime"))
@@ -95,7 +117,8 @@ class LeaderElector:
             return False
 
     async def acquire(self, stop: asyncio.Event) -> bool:
-        """Block until this replica leads (True) or ``stop`` is set (False)."""
+        """Block until this replica leads (True) or ``stop`` is set (False). Transient API errors are retried;
+        a missing namespace raises :class:`LeaseNamespaceMissing` at once."""
         while not stop.is_set():
             try:
                 if await self.try_acquire_or_renew():
@@ -116,7 +139,10 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period)
             try:
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
-            except (ApiError, TimeoutError) as exc:
+            except TimeoutError:
+                log.warning("lease renewal failed: no answer within %.0fs", self.renew_deadline)
+                ok = False
+            except ApiError as exc:
                 log.warning("lease renewal failed: %s", exc)
                 ok = False
             if ok:

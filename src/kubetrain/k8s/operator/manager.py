@@ -8,11 +8,13 @@ in-flight reconciles finish (``shutdown_grace``), stop informers, release the le
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import importlib
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -53,6 +55,58 @@ def owned_only(obj: dict[str, Any]) -> dict[str, Any] | None:
     return strip_managed_fields(obj) if controller_owner(obj) else None
 
 
+# Metadata of owned objects the operator reads: identity, owner, version (relists compare it), deletion.
+_OWNED_META = ("name", "namespace", "uid", "resourceVersion", "ownerReferences", "deletionTimestamp")
+
+
+def _slim_meta(obj: dict[str, Any], *keep: str) -> None:
+    meta = obj.get("metadata") or {}
+    obj["metadata"] = {k: meta[k] for k in (*_OWNED_META, *keep) if k in meta}
+
+
+def owned_jobset(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A TrainJob's JobSet, reduced to what the reconciler reads: identity, owner, ``spec.suspend``, status, and
+    each replicated job's name, replicas, labels and pod counts (an elastic TrainJob's node count).
+
+    The pod templates are most of a JobSet, and the operator never reads them back: a running JobSet is never
+    re-applied, a suspended one is re-applied from the compiler's output, and resizing one in place fetches it
+    whole first (``scaling.JobSetScaler``).
+    """
+    kept = owned_only(obj)
+    if kept is None:
+        return None
+    _slim_meta(kept)
+    spec = kept.get("spec") or {}
+    slim: dict[str, Any] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    rjobs = []
+    for rj in spec.get("replicatedJobs") or []:
+        template = rj.get("template") or {}
+        job = template.get("spec") or {}
+        item: dict[str, Any] = {k: rj[k] for k in ("name", "replicas") if k in rj}
+        labels = (template.get("metadata") or {}).get("labels")
+        item["template"] = {
+            **({"metadata": {"labels": labels}} if labels else {}),
+            "spec": {k: job[k] for k in ("parallelism", "completions") if k in job},
+        }
+        rjobs.append(item)
+    if rjobs:
+        slim["replicatedJobs"] = rjobs
+    kept["spec"] = slim
+    return kept
+
+
+def owned_configmap(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A TrainJob's ConfigMap. Snapshots of one runtime are the same text for every TrainJob: kept once."""
+    kept = owned_only(obj)
+    if kept is not None:
+        # Labels and annotations stay: an MPI hostfile is re-applied only when the cached one lacks a desired
+        # field (``reconciler.contains``), and its labels are desired fields.
+        _slim_meta(kept, "labels", "annotations")
+        if isinstance(kept.get("data"), dict):
+            kept["data"] = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v for k, v in kept["data"].items()}
+    return kept
+
+
 def owned_secret(obj: dict[str, Any]) -> dict[str, Any] | None:
     # The operator only needs to know an SSH Secret exists; keeping key material in memory is pointless.
     kept = owned_only(obj)
@@ -60,6 +114,9 @@ def owned_secret(obj: dict[str, Any]) -> dict[str, Any] | None:
         kept.pop("data", None)
         kept.pop("stringData", None)
     return kept
+
+
+_OWNED_TRANSFORMS = {"secrets": owned_secret, "jobsets": owned_jobset, "configmaps": owned_configmap}
 
 
 class Operator:
@@ -84,7 +141,7 @@ class Operator:
                 client,
                 res,
                 namespace=ns,
-                transform=owned_secret if res is r.SECRET else owned_only,
+                transform=_OWNED_TRANSFORMS.get(res.plural, owned_only),
                 watch_timeout=wt,
             )
             for res in (r.JOBSET, r.CONFIGMAP, r.SECRET, r.COSCHEDULING_PODGROUP, r.VOLCANO_PODGROUP, r.HPA)
@@ -95,9 +152,11 @@ class Operator:
         )
         self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
         self.elector: LeaderElector | None = None
+        self._lease_client: Client | None = None
         if s.leader_election:
+            self._lease_client = Client(client.config, qps=s.lease_qps, burst=s.lease_burst)
             self.elector = LeaderElector(
-                client,
+                self._lease_client,
                 name=s.lease_name,
                 namespace=s.lease_namespace,
                 identity=s.identity,
@@ -119,11 +178,20 @@ class Operator:
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.queue_processing.set_function(lambda: self.queue.processing)
         self.metrics.api_requests.set_function(lambda: client.session.requests_total)
+        self.metrics.count_writes(self._writes)
         self.trainjobs.handlers.append(self._on_trainjob)
         for inf in owned.values():
             inf.handlers.append(self._on_owned)
         self.runtimes.handlers.append(self._on_runtime)
         self.cluster_runtimes.handlers.append(self._on_runtime)
+
+    def _writes(self) -> dict[str, int]:
+        """Writes of every client of this process (reconcilers, leader election, webhook) by resource."""
+        total: collections.Counter[str] = collections.Counter(self.client.session.writes)
+        for extra in (self._lease_client, self._webhook_client):
+            if extra is not None:
+                total.update(extra.session.writes)
+        return dict(total)
 
     # -- event handlers: map every event to the TrainJob key(s) to reconcile ------------------------------
     def _on_trainjob(self, type_: str, obj: dict[str, Any], initial: bool) -> None:
@@ -315,6 +383,8 @@ class Operator:
             if self.elector is not None:
                 await self.elector.release()
                 self.metrics.leader.set(0)
+            if self._lease_client is not None:
+                await self._lease_client.close()
             if self._webhook_stop is not None:
                 await self._webhook_stop()
             if self._webhook_client is not None:

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from kubetrain.k8s.operator.progress_metrics import ProgressMetrics
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class _WritesCollector:
+    """``kubetrain_api_writes_total{resource}``, read from the API session at scrape time."""
+
+    def __init__(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "kubetrain_api_writes",
+            "API writes sent (POST, PUT, PATCH, DELETE) by resource, retries included.",
+            labels=["resource"],
+        )
+        for resource, count in sorted(self.source().items()):
+            family.add_metric([resource], count)
+        yield family
 
 
 class Metrics:
@@ -52,3 +72,7 @@ class Metrics:
         )
         self.progress = ProgressMetrics()
         r.register(self.progress)
+
+    def count_writes(self, source: Callable[[], Mapping[str, int]]) -> None:
+        """Export the session's write counts (a restart over finished TrainJobs must show none)."""
+        self.registry.register(_WritesCollector(source))

@@ -85,6 +85,14 @@ class JobSetScaler:
     async def rescale(self, trainjob: Obj, live: Obj, desired: Obj) -> None:
         """Bring the live JobSet to the desired node count: in place, or by deleting it for re-creation."""
         before, after = elastic.node_count(live), elastic.node_count(desired)
+        meta = live.get("metadata") or {}
+        try:
+            # The cache keeps a JobSet without its pod templates; a PUT must carry all of it.
+            live = await self.client.get(JOBSET, meta["name"], meta.get("namespace"))
+        except ApiError as exc:
+            if exc.status == 404:
+                raise RequeueNow() from exc
+            raise
         resized = _resized(live, desired)
         if resized is not None:
             try:

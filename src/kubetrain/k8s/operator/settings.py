@@ -69,6 +69,11 @@ class OperatorSettings:
     """Serve the admission webhook on this port (HTTPS) in the same process; None: no webhook."""
     webhook_cert_dir: str | None = None
     """Directory with tls.crt/tls.key for the webhook server (empty: self-signed, managed in a Secret)."""
+    lease_qps: float = 5.0
+    """Rate limit of leader election's own client. It must not share the reconcilers' token bucket: during a
+    burst that bucket can be minutes deep, and a renewal waiting in it past ``renew_deadline`` would cost the
+    leader its lease (and the process its life) while it is working hardest."""
+    lease_burst: int = 10
     webhook_qps: float = 100.0
     """Rate limit of the webhook's own client (runtime and JobSet lookups), separate from the reconcilers'."""
     webhook_burst: int = 200

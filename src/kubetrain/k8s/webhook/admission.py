@@ -64,6 +64,8 @@ class Response:
     uid: str
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    warning_findings: list[Finding] = field(default_factory=list)
+    """What ``warnings`` were made from (complete texts; the server may record them as Events)."""
     patch: list[dict[str, Any]] = field(default_factory=list)
     code: int | None = None  # overrides the 403 of a denial (e.g. 500 when a lookup failed)
 

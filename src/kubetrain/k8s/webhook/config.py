@@ -50,16 +50,18 @@ def webhook_configurations(
     """``[ValidatingWebhookConfiguration, MutatingWebhookConfiguration]``; without ``ca_bundle`` the operator
     (or cert-manager) fills ``caBundle`` in later."""
     labels = {"app.kubernetes.io/name": "kubetrain", "app.kubernetes.io/component": "webhook"}
+    # The validators record the complete text of shortened warnings as an Event, never on a dry run.
+    events = {"sideEffects": "NoneOnDryRun"}
     validators = [
         _hook(names.WEBHOOK_VALIDATOR_CLUSTER_TRAINING_RUNTIME, names.VALIDATE_CLUSTER_TRAINING_RUNTIME,
               "clustertrainingruntimes", service, namespace, ca_bundle)
-        | {"objectSelector": _RUNTIME_SELECTOR},
+        | {"objectSelector": _RUNTIME_SELECTOR} | events,
         _hook(names.WEBHOOK_VALIDATOR_TRAINING_RUNTIME, names.VALIDATE_TRAINING_RUNTIME, "trainingruntimes",
               service, namespace, ca_bundle)
-        | {"objectSelector": _RUNTIME_SELECTOR},
+        | {"objectSelector": _RUNTIME_SELECTOR} | events,
         # trainjobs/scale: kubectl scale and an HPA change numNodes through it (judged as a TrainJob update).
         _hook(names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB, ["trainjobs", "trainjobs/scale"], service,
-              namespace, ca_bundle),
+              namespace, ca_bundle) | events,
     ]  # fmt: skip
     mutators = [
         _hook(

@@ -27,6 +27,7 @@ from kubetrain.k8s.webhook.podsecurity import (
     review_trainjob_pods,
 )
 from kubetrain.k8s.webhook.scale import default_num_nodes
+from kubetrain.k8s.webhook.warnings import admission_warnings
 
 RuntimeLookup = Callable[[str, str, str | None], Awaitable[AnyRuntime | dict[str, Any] | None]]
 """``(kind, name, namespace) -> runtime | None``; namespace is None for a ClusterTrainingRuntime. May raise
@@ -49,8 +50,8 @@ def _response(req: Request, result: Result) -> Response:
         if key not in seen:  # the same rule reached through two validators is reported once
             seen.add(key)
             errors.append(error_text(f))
-    warnings = list(dict.fromkeys(f.message for f in result.warnings))
-    return Response(uid=req.uid, errors=errors, warnings=warnings)
+    warnings = [w.text for w in admission_warnings(result.warnings, events=False)]
+    return Response(uid=req.uid, errors=errors, warnings=warnings, warning_findings=list(result.warnings))
 
 
 def _being_deleted(req: Request) -> bool:

@@ -14,7 +14,7 @@ import os
 import ssl
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +35,10 @@ from kubetrain.k8s.webhook.review import (
     review_trainjob,
 )
 from kubetrain.k8s.webhook.scale import TrainJobLookup, is_scale, review_scale
+from kubetrain.k8s.webhook.warnings import admission_warnings
+
+WarningEvents = Callable[[Request, list[str]], Coroutine[Any, Any, None]]
+"""``(request, complete warning texts) -> None``: records them as an Event on the object under review."""
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +69,28 @@ READY = web.AppKey("ready", asyncio.Event)
 Review = Callable[[Request], Awaitable[Response]]
 
 
-def _handler(review: Review, latencies: Latencies) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _handler(
+    review: Review, latencies: Latencies, warning_events: WarningEvents | None = None
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    background: set[asyncio.Task[None]] = set()
+
+    def record(req: Request, resp: Response) -> None:
+        """Shortened warnings point at an Event with the complete text; written after the answer, so
+        admission never waits for it. Dry runs have no side effects (sideEffects: NoneOnDryRun)."""
+        if warning_events is None or req.dry_run or not resp.warning_findings or req.obj is None:
+            return
+        warnings = admission_warnings(resp.warning_findings, events=True)
+        details = [w.detail for w in warnings if w.shortened]
+        if not details:
+            return
+        # The findings' warnings come first; others (Pod Security) are already brief and stay as they are.
+        plain = [w.text for w in admission_warnings(resp.warning_findings, events=False)]
+        if resp.warnings[: len(plain)] == plain:
+            resp.warnings = [w.text for w in warnings] + resp.warnings[len(plain) :]
+        task: asyncio.Task[None] = asyncio.create_task(warning_events(req, details))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
     async def handle(http: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         try:
@@ -81,6 +106,7 @@ def _handler(review: Review, latencies: Latencies) -> Callable[[web.Request], Aw
             except Exception as exc:  # the API server turns a broken response into a denial anyway
                 log.exception("admission %s %s failed", http.path, req.uid)
                 resp = Response(uid=req.uid, errors=[f"internal error: {exc}"], code=500)
+            record(req, resp)
             return web.json_response(resp.to_review(), dumps=_dumps)
         finally:
             latencies.add(http.path, time.perf_counter() - started)
@@ -102,6 +128,7 @@ def make_app(
     jobset_lookup: JobSetLookup | None = None,
     clock: Clock = _utcnow,
     latencies: Latencies | None = None,
+    warning_events: WarningEvents | None = None,
     namespace_lookup: NamespaceLookup | None = None,
     trainjob_lookup: TrainJobLookup | None = None,
 ) -> web.Application:
@@ -109,10 +136,11 @@ def make_app(
 
     ``runtime_lookup(kind, name, namespace)`` returns the live runtime (a model or its dict) or None;
     ``jobset_lookup(name, namespace)`` the live JobSet dict or None (used when runtime patches change);
-    ``clock`` stamps ``runtimePatches[].time``; ``namespace_lookup(name)`` returns a namespace's labels (or
-    None), for its ``pod-security.kubernetes.io/*`` levels (without it: Pod Security warnings at baseline, no
-    enforcement); ``trainjob_lookup(name, namespace)`` the live TrainJob, for reviews of its scale subresource
-    (without it, scaling is admitted unchecked).
+    ``clock`` stamps ``runtimePatches[].time``; ``warning_events`` records the complete text of warnings that
+    had to be shortened (without it, warnings are only shortened); ``namespace_lookup(name)`` returns a
+    namespace's labels (or None), for its ``pod-security.kubernetes.io/*`` levels (without it: Pod Security
+    warnings at baseline, no enforcement); ``trainjob_lookup(name, namespace)`` the live TrainJob, for reviews
+    of its scale subresource (without it, scaling is admitted unchecked).
     """
     lat = latencies or Latencies()
     app = web.Application(client_max_size=MAX_BODY)
@@ -131,9 +159,9 @@ def make_app(
         return await default_trainjob_with_runtime(req, clock, runtime_lookup)
 
     app.router.add_post(names.MUTATE_TRAINJOB, _handler(defaulter, lat))
-    app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat))
-    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(runtime, lat))
-    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(runtime, lat))
+    app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat, warning_events))
+    app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
+    app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -241,6 +269,7 @@ async def start(
     namespace: str | None = None,
     secret_name: str | None = None,
     cert_watch_interval: float = 10.0,
+    warning_events: WarningEvents | None = None,
 ) -> WebhookServer:
     """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening.
 
@@ -252,6 +281,8 @@ async def start(
     put there by someone else (a mounted cert-manager Secret) are only reloaded when they change.
     Service, namespace and Secret default to ``KUBETRAIN_WEBHOOK_SERVICE``, ``POD_NAMESPACE`` (else the
     service account's namespace) and ``KUBETRAIN_WEBHOOK_SECRET``, then to ``names.DEFAULT_*``.
+    Warnings longer than 120 characters are shortened; with a client (or ``warning_events``) their complete
+    text is recorded as a Warning Event on the object.
     """
     adapter = None
     if client is not None:
@@ -294,6 +325,7 @@ async def start(
         clock=clock,
         namespace_lookup=namespace_lookup,
         trainjob_lookup=trainjob_lookup,
+        warning_events=warning_events or (adapter.warning_event if adapter is not None else None),
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)  # no access log: one line per review
     await runner.setup()

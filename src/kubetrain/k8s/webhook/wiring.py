@@ -3,14 +3,20 @@ management need: runtime and JobSet lookups, and the ``CertClient`` calls."""
 
 from __future__ import annotations
 
+import logging
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubetrain.k8s.certs import MUTATING, VALIDATING
 from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
-from kubetrain.k8s.client.errors import Conflict, NotFound
+from kubetrain.k8s.client.errors import ApiError, Conflict, NotFound
+from kubetrain.k8s.webhook.warnings import EVENT_REASON
+
+log = logging.getLogger(__name__)
+MAX_EVENT_MESSAGE = 1000  # Event messages are limited to 1 KiB
 
 _WEBHOOK_CONFIGS = {
     VALIDATING: r.Resource(
@@ -46,6 +52,41 @@ class ClientAdapter:
             return await self.client.get(r.JOBSET, name, namespace)
         except NotFound:
             return None
+
+    async def warning_event(self, req: Any, details: list[str]) -> None:
+        """One Warning Event on the object under review with the complete text of its shortened warnings.
+
+        Best effort: admission has already answered, and a lost Event only loses the long form.
+        """
+        obj = req.obj or {}
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") or req.name or ""
+        namespace = meta.get("namespace") or req.namespace or "default"  # cluster-scoped objects: "default"
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": name}
+        if meta.get("namespace") or req.namespace:
+            involved["namespace"] = namespace
+        if meta.get("uid"):
+            involved["uid"] = meta["uid"]  # validating webhooks see the UID the object is stored with
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "type": "Warning",
+            "reason": EVENT_REASON,
+            "action": "Admission",
+            "message": "\n".join(details)[:MAX_EVENT_MESSAGE],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": "kubetrain-webhook"},
+            "reportingComponent": "kubetrain-webhook",
+        }
+        try:
+            await self.client.create(event, resource=r.EVENT)
+        except ApiError as exc:
+            log.warning("could not record the admission warning event for %s %s: %s", obj.get("kind"), name, exc)
 
     async def trainjob(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The live TrainJob (a scale subresource review carries only its Scale)."""

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from kubetrain.api.logtext import parse_rfc3339, rfc3339nano
 from kubetrain.k8s.client.resources import Resource
-from kubetrain.k8s.fakeapi.store import Store, StoreError
+from kubetrain.testing.fakeapi.store import Store, StoreError
 
 Key = tuple[str, str, str]  # namespace, pod, container
 

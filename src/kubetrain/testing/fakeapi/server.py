@@ -20,9 +20,9 @@ import yaml
 from aiohttp import web
 
 from kubetrain.k8s.client.resources import KNOWN, Resource
-from kubetrain.k8s.fakeapi.podlogs import PodLogs
-from kubetrain.k8s.fakeapi.store import Store, StoreError
-from kubetrain.k8s.fakeapi.tokens import Tokens
+from kubetrain.testing.fakeapi.podlogs import PodLogs
+from kubetrain.testing.fakeapi.store import Store, StoreError
+from kubetrain.testing.fakeapi.tokens import Tokens
 
 _STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "customresourcedefinitions"}
 
@@ -39,11 +39,16 @@ class Fault:
     status: int
     times: int
     retry_after: str | None = None
+    reason: str | None = None
+    message: str = "injected"
+    details: dict[str, Any] | None = None
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
+def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> web.Response:
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
     body.update(message=message, reason=reason, code=code)
+    if details is not None:
+        body["details"] = details
     return web.json_response(body, status=code)
 
 
@@ -94,10 +99,22 @@ class FakeApiServer:
         return yaml.safe_dump(doc)
 
     def inject(
-        self, method: str, path_regex: str, status: int, *, times: int = 1, retry_after: str | None = None
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        *,
+        times: int = 1,
+        retry_after: str | None = None,
+        reason: str | None = None,
+        message: str = "injected",
+        details: dict[str, Any] | None = None,
     ) -> None:
-        """Answer the next ``times`` matching requests with ``status`` instead of serving them."""
-        self.faults.append(Fault(method.upper(), re.compile(path_regex), status, times, retry_after))
+        """Answer the next ``times`` matching requests with ``status`` (and the given Status fields) instead of
+        serving them."""
+        self.faults.append(
+            Fault(method.upper(), re.compile(path_regex), status, times, retry_after, reason, message, details)
+        )
 
     async def start(self, port: int = 0) -> FakeApiServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -148,7 +165,8 @@ class FakeApiServer:
         for fault in self.faults:
             if fault.times > 0 and fault.method in (request.method, "*") and fault.pattern.search(request.path_qs):
                 fault.times -= 1
-                resp = _status(fault.status, "TooManyRequests" if fault.status == 429 else "InternalError", "injected")
+                reason = fault.reason or ("TooManyRequests" if fault.status == 429 else "InternalError")
+                resp = _status(fault.status, reason, fault.message, fault.details)
                 if fault.retry_after is not None:
                     resp.headers["Retry-After"] = fault.retry_after
                 return resp

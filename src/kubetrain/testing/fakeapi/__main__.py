@@ -1,4 +1,4 @@
-"""``python -m kubetrain.k8s.fakeapi --port 8001 --kubeconfig /tmp/fake.kubeconfig``: a throwaway API server.
+"""``python -m kubetrain.testing.fakeapi --port 8001 --kubeconfig /tmp/fake.kubeconfig``: a throwaway API server.
 
 For trying the operator, the CLI's cluster mode or the Kubeflow SDK without a cluster. State is in memory and
 lost on exit.
@@ -11,7 +11,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from kubetrain.k8s.fakeapi.server import FakeApiServer
+from kubetrain.testing.fakeapi.server import FakeApiServer
 
 
 async def serve(port: int, kubeconfig: str | None) -> None:

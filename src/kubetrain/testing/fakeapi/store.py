@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.k8s.client.resources import Resource
-from kubetrain.k8s.fakeapi import ssa
-from kubetrain.k8s.fakeapi.selectors import parse as parse_selector
+from kubetrain.testing.fakeapi import ssa
+from kubetrain.testing.fakeapi.selectors import parse as parse_selector
 
 Key = tuple[str, str]  # (namespace or "", name)
 Hook = Callable[[str, Resource, dict[str, Any]], None]

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.k8s.fakeapi.store import Store, StoreError
+from kubetrain.testing.fakeapi.store import Store, StoreError
 
 
 @dataclass(frozen=True)
