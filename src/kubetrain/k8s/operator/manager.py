@@ -359,8 +359,13 @@ class Operator:
                     return 0
                 self.metrics.leader.set(1)
                 self._spawn(self.elector.keep())
-            informer_tasks = [asyncio.create_task(inf.run()) for inf in self.informers]
-            await asyncio.wait_for(asyncio.gather(*(inf.synced.wait() for inf in self.informers)), None)
+            # First lists one resource at a time: each page arrives parsed in full before the transform slims it,
+            # so lists side by side would hold several pages of full objects at once (the memory peak of a
+            # restart over 10,000 TrainJobs). The parsing runs on this one thread anyway, so little time is lost.
+            informer_tasks = []
+            for inf in self.informers:
+                informer_tasks.append(asyncio.create_task(inf.run()))
+                await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
             if s.resync_period > 0:
                 self._spawn(self._resync())
