@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import Field
 
@@ -42,7 +42,25 @@ _REQUIRED_KEYS: Final = {
 }
 
 
-class ConfigMap(Model):
+class _HasMetadata(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+class _Named:
+    """The name and namespace the three core kinds are keyed by. A plain mixin: a field declared here would put
+    ``metadata`` before ``apiVersion`` and ``kind`` in every dump."""
+
+    @property
+    def name(self: _HasMetadata) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self: _HasMetadata) -> str:
+        return self.metadata.namespace or "default"
+
+
+class ConfigMap(Model, _Named):
     api_version: str = CORE_API_VERSION
     kind: Literal["ConfigMap"] = KIND_CONFIGMAP
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
@@ -51,16 +69,8 @@ class ConfigMap(Model):
     binary_data: dict[str, Any] | None = None
     immutable: bool | None = None
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
 
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
-
-
-class Secret(Model):
+class Secret(Model, _Named):
     api_version: str = CORE_API_VERSION
     kind: Literal["Secret"] = KIND_SECRET
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
@@ -68,14 +78,6 @@ class Secret(Model):
     string_data: dict[str, Any] | None = None
     type: str | None = None
     immutable: bool | None = None
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
 
 
 class VolumeResourceRequirements(Model):
@@ -93,20 +95,12 @@ class PersistentVolumeClaimSpec(OpenModel):
     volume_name: str | None = None
 
 
-class PersistentVolumeClaim(Model):
+class PersistentVolumeClaim(Model, _Named):
     api_version: str = CORE_API_VERSION
     kind: Literal["PersistentVolumeClaim"] = KIND_PVC
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PersistentVolumeClaimSpec
     status: dict[str, Any] | None = None
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
 
 
 CoreObject = ConfigMap | Secret | PersistentVolumeClaim
