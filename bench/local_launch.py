@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     (work / "fn.py").write_text(FUNC_MODULE)
     (work / "kf_driver.py").write_text(KUBEFLOW_DRIVER)
     env = {**os.environ, "KUBETRAIN_HOME": str(work / "home"), "PYTHONWARNINGS": "ignore"}
+    # Bytecode caching on, as on a user's machine: without it every case recompiles its imports from source each
+    # run (kubetrain's CLI and supervisor far more than torchrun's agent), which is not what users pay.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     bindir = Path(sys.executable).parent
     torchrun = str(bindir / "torchrun")
     # --replace: each run replaces the previous (finished) one of the same name, as in an edit-and-rerun loop.
