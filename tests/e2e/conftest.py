@@ -314,11 +314,12 @@ class Webhook:
 
 def webhook_certs(cert_dir: Path) -> bytes:
     """A CA and a serving certificate for 127.0.0.1 in ``cert_dir``; returns the CA (the caBundle)."""
+    from kubetrain import pki
     from kubetrain.k8s import certs
 
     now = dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = certs.generate_ca(now)
-    cert, key = certs.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
+    ca_cert, ca_key = pki.generate_ca(now)
+    cert, key = pki.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
     certs.write_cert_dir(certs.CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key), cert_dir)
     return ca_cert
 

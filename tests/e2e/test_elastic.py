@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain import pki
 from kubetrain.k8s.client import Client, Resource
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import REPO, OperatorProcess, call, free_port, get, torch_runtime, trainjob, wait_until
@@ -67,8 +68,8 @@ def elastic_env(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[str
     subresource and the defaulter."""
     _trainjob_crd_with_scale(kubeconfig)
     now = dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = certs.generate_ca(now)
-    cert, key = certs.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
+    ca_cert, ca_key = pki.generate_ca(now)
+    cert, key = pki.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
     bundle = certs.CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
     certs.write_cert_dir(bundle, tmp_path / "certs")
     port = free_port()

@@ -61,12 +61,13 @@ def test_operator_serves_the_webhook_with_a_provided_certificate_verified_on_127
     """The e2e set-up: certificates in --webhook-cert-dir, the API server calling https://127.0.0.1:<port>."""
     import datetime as dt
 
+    from kubetrain import pki
     from kubetrain.k8s import certs
     from kubetrain.k8s.webhook import names
 
     now = dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = certs.generate_ca(now)
-    cert, key = certs.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
+    ca_cert, ca_key = pki.generate_ca(now)
+    cert, key = pki.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
     cert_dir = tmp_path / "certs"
     certs.write_cert_dir(certs.CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key), cert_dir)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from kubetrain import pki
 from kubetrain.k8s import certs
 from kubetrain.k8s.certs import (
     MUTATING,
@@ -47,8 +48,8 @@ def test_serving_cert_names_the_service_and_is_signed_by_the_ca(bundle: certs.Ce
     cert.verify_directly_issued_by(ca)
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
-    assert cert.not_valid_after_utc == T0 + certs.CERT_VALIDITY
-    assert ca.not_valid_after_utc == T0 + certs.CA_VALIDITY
+    assert cert.not_valid_after_utc == T0 + pki.CERT_VALIDITY
+    assert ca.not_valid_after_utc == T0 + pki.CA_VALIDITY
     assert cert.not_valid_before_utc < T0  # back-dated for clock skew
 
 
@@ -58,7 +59,7 @@ def test_fresh_bundle_needs_no_renewal(bundle: certs.CertBundle) -> None:
 
 
 def test_serving_cert_renewed_before_expiry_with_the_same_ca(bundle: certs.CertBundle) -> None:
-    later = T0 + certs.CERT_VALIDITY - certs.RENEW_BEFORE + dt.timedelta(hours=1)
+    later = T0 + pki.CERT_VALIDITY - certs.RENEW_BEFORE + dt.timedelta(hours=1)
     assert renewal_reason(bundle, SVC, NS, later) == "serving certificate expires soon"
     renewed, reason = ensure_bundle(bundle, SVC, NS, later)
     assert reason == "serving certificate expires soon"
@@ -202,7 +203,7 @@ def test_reconcile_renews_serving_cert_without_touching_ca_bundles(tmp_path: Any
     mgr = manager(client, tmp_path, clock, rotated)
     first = asyncio.run(mgr.reconcile())
     client.patches.clear()
-    clock[0] = T0 + certs.CERT_VALIDITY - dt.timedelta(days=1)
+    clock[0] = T0 + pki.CERT_VALIDITY - dt.timedelta(days=1)
     second = asyncio.run(mgr.reconcile())
     assert second.ca_cert == first.ca_cert and second.cert != first.cert
     assert client.patches == []

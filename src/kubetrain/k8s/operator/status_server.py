@@ -172,12 +172,13 @@ class Certificates:
     def __init__(self, cert_dir: str | None, names: list[str]) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if cert_dir is None:
+            from kubetrain import pki
             from kubetrain.k8s import certs
 
             self._tmp = tempfile.TemporaryDirectory(prefix="kubetrain-status-")
             now = dt.datetime.now(dt.UTC)
-            ca = certs.generate_ca(now, common_name="kubetrain-status-ca")
-            cert, key = certs.generate_serving_cert(ca[0], ca[1], names, now)
+            ca = pki.generate_ca(now, common_name="kubetrain-status-ca")
+            cert, key = pki.generate_serving_cert(ca[0], ca[1], names, now)
             certs.write_cert_dir(certs.CertBundle(ca[0], ca[1], cert, key), self._tmp.name)
             cert_dir = self._tmp.name
         self.dir = Path(cert_dir)
