@@ -9,6 +9,7 @@ enterable (a tmpfs holding a read-only bind of it); nothing changes on the host.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
@@ -97,17 +98,19 @@ def _closed_ancestors(path: str, uid: int, gid: int) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def account() -> Iterator[pwd.struct_passwd]:
+@contextlib.contextmanager
+def unprivileged_account(user: str) -> Iterator[pwd.struct_passwd]:
+    """An unprivileged account (created, and removed afterwards, unless it exists) that can run this checkout's
+    interpreter; skips the tests when there can be none."""
     created = False
     try:
-        pw = pwd.getpwnam(USER)
+        pw = pwd.getpwnam(user)
     except KeyError:
-        r = subprocess.run(["useradd", "-m", "-s", "/bin/sh", USER], capture_output=True, text=True)
+        r = subprocess.run(["useradd", "-m", "-s", "/bin/sh", user], capture_output=True, text=True)
         if r.returncode != 0:
             pytest.skip(f"cannot create a test account here: {r.stderr.strip()}")
         created = True
-        pw = pwd.getpwnam(USER)
+        pw = pwd.getpwnam(user)
     try:
         probe = as_user(pw, [sys.executable, "-c", "import kubetrain.cli.main"], env=user_env(pw), cwd="/")
         if probe.returncode != 0:
@@ -115,7 +118,13 @@ def account() -> Iterator[pwd.struct_passwd]:
         yield pw
     finally:
         if created:
-            subprocess.run(["userdel", "-r", USER], check=False, capture_output=True)
+            subprocess.run(["userdel", "-r", user], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def account() -> Iterator[pwd.struct_passwd]:
+    with unprivileged_account(USER) as pw:
+        yield pw
 
 
 def as_user(

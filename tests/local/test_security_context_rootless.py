@@ -10,7 +10,6 @@ import json
 import os
 import pwd
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import yaml
 
 from kubetrain.local import security_context as sc
 
-from .test_rootless import as_user, user_env, userns_usable
+from .test_rootless import as_user, unprivileged_account, user_env, userns_usable
 from .test_security_context_pods import PROBE, runtime_with
 
 USER = "kt-secctx"
@@ -38,26 +37,11 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def account() -> Iterator[pwd.struct_passwd]:
-    created = False
-    try:
-        pw = pwd.getpwnam(USER)
-    except KeyError:
-        r = subprocess.run(["useradd", "-m", "-s", "/bin/sh", USER], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot create a test account here: {r.stderr.strip()}")
-        created = True
-        pw = pwd.getpwnam(USER)
-    try:
-        probe = as_user(pw, [sys.executable, "-c", "import kubetrain.cli.main"], env=user_env(pw), cwd="/")
-        if probe.returncode != 0:
-            pytest.skip(f"the test account cannot run this checkout's interpreter here: {probe.stderr.strip()}")
+    with unprivileged_account(USER) as pw:
         problem = userns_usable(pw)
         if problem:
             pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
         yield pw
-    finally:
-        if created:
-            subprocess.run(["userdel", "-r", USER], check=False, capture_output=True)
 
 
 def job_dir(pw: pwd.struct_passwd, name: str, docs: list[dict[str, Any]]) -> Path:
