@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fnmatch
 import os
 import shlex
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -352,6 +355,7 @@ def start_container(
                     env=container.env,
                     start_new_session=True,
                     pass_fds=(fd,),
+                    preexec_fn=_dies_with(os.getpid()),
                 )
             except OSError as exc:
                 if exc.errno == errno.E2BIG:
@@ -359,6 +363,24 @@ def start_container(
                 raise PodError(f"{where}: could not start the pod sandbox ({argv[0]}): {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """Run in the forked child before exec: SIGKILL when the forking thread dies, and exit if it already has.
+
+    bwrap's ``--die-with-parent`` covers the pod only once bwrap has started; a supervisor killed (kill -9) in
+    between, right after the fork, would otherwise leave a pod that no one has recorded and no one stops."""
+
+    def child() -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return child
 
 
 class ExecError(PodError):
