@@ -122,6 +122,21 @@ def test_run_streams_prefixed_logs_and_exits_with_the_job_result(kt_home: Path, 
     assert r.returncode == 1 and "Failed" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_run_ends_with_every_line_written_and_its_log_closed(kt_home: Path, tmp_path: Path) -> None:
+    """`run` leaves without the interpreter's teardown (it would cost a quick job as much as its pods): whatever it
+    printed to a pipe and logged to its files must still be complete."""
+    code = "import sys\nfor i in range(20000): print(f'line {i:05d} ' + 'x' * 60)"
+    rt = runtime("chatty", [rjob("node", [container(py(code))], ancestor="trainer", parallelism=2)])
+    r = kt("run", "-f", write(tmp_path / "chatty.yaml", rt, trainjob("chatty", "chatty")))
+    for pod in ("node-0/0", "node-0/1"):
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith(f"[{pod}] line ")]
+        assert len(lines) == 20000 and lines[-1].startswith(f"[{pod}] line 19999 ")
+    assert r.stderr.rstrip().endswith("Complete (AllJobsCompleted: jobset completed successfully)")
+    log = (kt_home / "supervisor.log").read_text().splitlines()
+    assert "supervisor exit trainjob=default/chatty state=Complete" in log[-1]
+    assert get_json("chatty")["status"]["conditions"][-1]["type"] == "Complete"
+
+
 def test_user_errors_are_one_clear_line_not_a_traceback(kt_home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "tj.yaml", trainjob("x", "no-such-runtime"))
     r = kt("run", "-f", f, check=False)

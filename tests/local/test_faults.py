@@ -109,6 +109,36 @@ rm {tmp_path}/mnt/fill
 
 
 @needs_namespaces
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="mounts a small tmpfs in a private mount namespace: needs root")
+def test_disk_filling_up_during_a_run_still_ends_the_run_with_its_outcome(tmp_path: Path) -> None:
+    """The job ends while nothing can be written: `run` must not wait for a state it will never see."""
+    sleeper = ["python", "-c", "import time; time.sleep(4)"]
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump(trainjob("c", "torch-distributed", trainer={"numNodes": 1, "command": sleeper}))
+    )
+    k = " ".join([sys.executable, "-m", "kubetrain.cli.main"])
+    script = f"""
+mount -t tmpfs -o size=4m tmpfs {tmp_path}/mnt || exit 9
+export KUBETRAIN_HOME={tmp_path}/mnt/home
+cd {tmp_path}
+( sleep 2; dd if=/dev/zero of={tmp_path}/mnt/fill bs=4k > /dev/null 2>&1 ) &
+timeout -s KILL 90 {k} run -f c.yaml; echo "run-rc=$?"
+wait
+"""
+    (tmp_path / "mnt").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KUBETRAIN_HOME"}
+    r = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    err = one_line(r.stderr)
+    assert "run-rc=0" in r.stdout, (r.stdout, r.stderr)  # the job completed; run says so and did not hang
+    assert "Traceback" not in r.stderr
+    assert "trainjob default/c ended Complete (AllJobsCompleted" in err, r.stderr
+    assert "but that could not be recorded: no space left on the disk holding kubetrain's state" in err, r.stderr
+
+
+@needs_namespaces
 @pytest.mark.parametrize(
     ("env", "named"),
     [

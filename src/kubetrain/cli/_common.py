@@ -17,6 +17,20 @@ if TYPE_CHECKING:
     from kubetrain.api.loader import LineMap, Loaded, Manifest
 
 
+class Teardown:
+    """Set by a command that leaves nothing running behind it (``run`` on this machine, once its supervisor thread
+    has ended): ``main`` then exits without the interpreter's teardown, which frees every module one by one and
+    costs a quick job's run as much as its pods do. ``before_exit`` still runs (closing the state database folds
+    its write-ahead log back, as a normal exit does)."""
+
+    def __init__(self) -> None:
+        self.skip = False
+        self.before_exit: list[Callable[[], object]] = []
+
+
+TEARDOWN = Teardown()
+
+
 class _LazyConsole:
     """A rich Console made on first use: commands that print nothing through rich (a ``run`` answered from the
     compile cache) do not pay for importing it."""

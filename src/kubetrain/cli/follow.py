@@ -35,7 +35,7 @@ from kubetrain.api.views import (
     StateView,
     StepChange,
 )
-from kubetrain.cli._common import escape, fail, stderr
+from kubetrain.cli._common import TEARDOWN, escape, fail, stderr
 from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal, target, write_to
 from kubetrain.cli.output import print_applied
 
@@ -363,6 +363,14 @@ def _say(text: str) -> None:
         click.echo(text, err=True)
 
 
+def _outcome(st: dict[str, Any]) -> StateView | None:
+    """How a status says the TrainJob ended (its Complete or Failed condition), if it has."""
+    for c in reversed(st.get("conditions") or []):
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return StateView(str(c["type"]), str(c.get("reason") or ""), str(c.get("message") or ""))
+    return None
+
+
 def run_local(
     others: list[dict[str, Any]],
     trainjob: dict[str, Any],
@@ -378,6 +386,7 @@ def run_local(
     cache_key: str | None = None,
     file_index: int = 0,
     holder: Any = None,
+    certificates: Any = None,
 ) -> int:
     """Submit ``trainjob`` (a wire dict) and supervise it on a thread of this process until it ends.
     ``compiled`` (a ``compile_cache.Compiled``) skips validation and compilation; otherwise, with ``cache_key``,
@@ -385,6 +394,7 @@ def run_local(
     from kubetrain.local import compile_cache
     from kubetrain.local.backend import LocalBackend
     from kubetrain.local.netns import NetworkNamespace
+    from kubetrain.local.store import Store
     from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
 
     ns = (trainjob.get("metadata") or {}).get("namespace") or namespace
@@ -427,12 +437,15 @@ def run_local(
         fail(str(exc))
     result: dict[str, Any] = {}
     errors: list[BaseException] = []
+    ended = threading.Event()
 
     def supervise() -> None:
         try:
-            result.update(sup.run(holder))
+            result.update(sup.run(holder, certificates))
         except BaseException as exc:
             errors.append(exc)
+        finally:
+            ended.set()
 
     # The supervisor runs on its own thread because pods die with the thread that forked them (PDEATHSIG):
     # that thread lives exactly as long as the TrainJob, while this one draws progress and handles signals.
@@ -449,7 +462,7 @@ def run_local(
     )
     view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
-    items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True), ended=lambda: not worker.is_alive())
+    items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True), ended=ended)
     timed_out = False
     try:
         stream(display, _with_signal_notices(items, signals), time.monotonic() + timeout if timeout else None)
@@ -460,6 +473,8 @@ def run_local(
         sup.terminate(f"--timeout {_human(timeout or 0)} passed")
     finally:
         worker.join()
+    TEARDOWN.skip = True  # the supervisor thread, its pods and its namespace are gone
+    TEARDOWN.before_exit.append(Store.close_all)
     if timed_out:
         now = display.state.explain() if display.state else "unknown"
         stderr.print(
@@ -474,6 +489,15 @@ def run_local(
             fail(str(error))
         raise error
     final = backend.state(name, ns)
+    problem = sup.unrecorded()
+    if problem is not None and (outcome := _outcome(result)) is not None:
+        # The supervisor knows how the job ended but could not store it: say both, and exit by what happened.
+        final = outcome
+        stderr.print(
+            f"[bold red]error[/]: {escape(title)} ended {escape(outcome.explain())}, but that could not be recorded: "
+            f"{escape(problem)}",
+            markup=True,
+        )
     if not signals.hung_up:
         if is_terminal(2):
             _final(title, final, name, how, display.progress_text())

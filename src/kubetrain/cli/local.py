@@ -60,7 +60,11 @@ def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
         key = compile_cache.key(files, namespace)
         if key is None:
             return None, None
-        return compile_cache.lookup(Store(), key), key
+        store = Store()
+        try:
+            return compile_cache.lookup(store, key), key
+        finally:
+            store.close()  # a connection left open keeps the database's write-ahead log after this process
     except KubetrainError:
         return None, None  # the full path reports what is wrong (e.g. an unusable KUBETRAIN_HOME)
 
@@ -160,13 +164,16 @@ def register(group: click.Group) -> None:
             fail(str(exc))
         cluster = _is_cluster(kubeconfig, context)
         key = None
-        holder = None
+        holder = certificates = None
         if not cluster:
             if not detach:
                 from kubetrain.local.netns import NetworkNamespace
+                from kubetrain.local.status_server import Certificates
 
-                # The TrainJob's network namespace comes up while its manifest is read and checked.
+                # The TrainJob's network namespace and its status endpoint's certificates come up while its
+                # manifest is read and checked.
                 holder = NetworkNamespace.start()
+                certificates = Certificates()
                 # Closed when the command ends, also early (a bad manifest), where nobody else would until the
                 # process exits; the supervisor closes it too when it has it (closing twice is harmless).
                 click.get_current_context().call_on_close(holder.close)
@@ -176,6 +183,7 @@ def register(group: click.Group) -> None:
                 code = run_local(
                     hit.others, hit.trainjob, workdir, namespace, quiet, timeout=limit,
                     detach=detach, nohup=nohup, replace=replace, compiled=hit, holder=holder,
+                    certificates=certificates,
                 )
                 sys.exit(code)
         from kubetrain.api import TrainJob
@@ -209,6 +217,7 @@ def register(group: click.Group) -> None:
             run_local(
                 others, tj.to_wire(), workdir, ns, quiet, timeout=limit, detach=detach, nohup=nohup,
                 replace=replace, cache_key=key, file_index=_file_of(files, workdir), holder=holder,
+                certificates=certificates,
             )
         )
 

@@ -7,7 +7,10 @@ Kubernetes client and ``kubetrain validate`` does not pay for the local supervis
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from collections.abc import Callable
+from typing import NoReturn
 
 import click
 
@@ -66,6 +69,30 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except SystemExit as exc:
+        from kubetrain.cli._common import TEARDOWN
+
+        if TEARDOWN.skip and (exc.code is None or isinstance(exc.code, int)):
+            _exit_now(exc.code or 0, TEARDOWN.before_exit)
+        raise
+
+
+def _exit_now(code: int, before_exit: list[Callable[[], object]]) -> NoReturn:
+    """What the interpreter's exit would do that matters (files closed, output flushed), then exit at once."""
+    import logging
+
+    for step in before_exit:
+        try:
+            step()
+        except Exception:  # exiting anyway: each step is best effort, as at a normal exit
+            pass
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing more can be shown anyway
+    os._exit(code)
 
 
 if __name__ == "__main__":

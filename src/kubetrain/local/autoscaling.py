@@ -16,13 +16,15 @@ and the supervisor then adds or removes node pods (``kubetrain.local.scaling``).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import elastic
 from kubetrain.api.errors import KubetrainError
-from kubetrain.local import hpa
 from kubetrain.local.launch import PodLauncher
-from kubetrain.local.usage import Sampler, Usage
+
+if TYPE_CHECKING:  # loaded by the jobs that autoscale, not by every supervisor
+    from kubetrain.local import hpa
+    from kubetrain.local.usage import Sampler, Usage
 
 
 class Autoscaling(PodLauncher):
@@ -38,6 +40,9 @@ class Autoscaling(PodLauncher):
         metrics = [m for m in policy.get("metrics") or [] if isinstance(m, dict)]
         if not metrics:
             return
+        from kubetrain.local import hpa
+        from kubetrain.local.usage import Sampler
+
         now = time.monotonic()
         if now < self._next_autoscale:
             return
@@ -91,6 +96,8 @@ class Autoscaling(PodLauncher):
         return out
 
     def _measure(self, metric: dict[str, Any], usage: dict[str, Usage], current: int) -> hpa.Measured:
+        from kubetrain.local import hpa
+
         kind = metric.get("type")
         if kind in ("Resource", "ContainerResource"):
             spec = metric.get("resource" if kind == "Resource" else "containerResource") or {}

@@ -13,16 +13,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
-from kubetrain.api.selectors import parse as parse_selector
-from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import admission, namespaces, paths, pods, reaper, status
 from kubetrain.local import objects as core
@@ -334,6 +333,7 @@ class LocalBackend:
     # Reading.
     def list_trainjobs(self, namespace: str | None, selector: str | None = None) -> list[TrainJob]:
         from kubetrain.api import TrainJob
+        from kubetrain.api.selectors import parse as parse_selector
 
         sel = parse_selector(selector) if selector else None
         rows = reaper.check_all(self.store, self.store.list_trainjobs(namespace))
@@ -344,6 +344,8 @@ class LocalBackend:
         row = self.store.get_trainjob(namespace, name)
         if row is None:
             known = [r.name for r in self.store.list_trainjobs(namespace)]
+            from kubetrain.api.suggest import not_found_hint
+
             hint = not_found_hint(name, known, f"`kubetrain get trainjobs -n {namespace}` lists them")
             raise NotFoundError(f'trainjob "{name}" not found in namespace "{namespace}"{hint}')
         return reaper.check(self.store, row)
@@ -398,7 +400,7 @@ class LocalBackend:
         yield from lines_of(self.log_stream(name, namespace, LogOptions(step=step, follow=follow)))
 
     def log_stream(
-        self, name: str, namespace: str, options: LogOptions, *, ended: Callable[[], bool] | None = None
+        self, name: str, namespace: str, options: LogOptions, *, ended: threading.Event | None = None
     ) -> Iterator[LogItem]:
         """Each step's log in chunks as written (see ``kubetrain.local.logstream``); ``ended`` tells a follow that
         the supervisor (of this process) has ended, so it finishes without waiting for its next look."""
@@ -430,6 +432,7 @@ class LocalBackend:
     ) -> Iterator[WatchItem | None]:
         """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
         from kubetrain.api import TrainJob
+        from kubetrain.api.selectors import parse as parse_selector
 
         sel = parse_selector(selector) if selector else None
         seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
@@ -510,6 +513,8 @@ class LocalBackend:
                 )
             where = f" in namespace {ns}" if ns else ""
             known = [r.name for r in self.store_runtimes(None) if r.kind == kind]
+            from kubetrain.api.suggest import not_found_hint
+
             hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
             raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 

@@ -218,6 +218,12 @@ class JobState:
                 return
             self._events.pop(0)
 
+    def unrecorded(self) -> str | None:
+        """Why the TrainJob's latest status is not in the store (e.g. a full disk), or None when it is."""
+        if self.status == (self.trainjob.get("status") or {}):
+            return None
+        return self._store_error or "the state database could not be written"
+
     def _store_trouble(self, exc: StoreError) -> None:
         if self._store_error != str(exc):
             self._store_error = str(exc)

@@ -8,6 +8,7 @@ supervisor is gone, after the last bytes are read.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -182,12 +183,12 @@ class LocalLogStream:
         options: LogOptions,
         *,
         row: Callable[[], TrainJobRow],
-        ended: Callable[[], bool] | None = None,
+        ended: threading.Event | None = None,
     ) -> None:
         self.store, self.name, self.namespace, self.opts = store, name, namespace, options
         self._row = row
-        # ``kubetrain run`` knows when its own supervisor ends: the stream then looks at once instead of at the
-        # next refresh (a quarter of a second on every run).
+        # ``kubetrain run`` knows when its own supervisor ends: the stream wakes and looks at once instead of at the
+        # next poll and refresh (up to a third of a second on every run).
         self._ended = ended
         self._ended_seen = False
         self.readers: dict[str, LogReader] = {}  # per pod, or per pod/container with --all-containers
@@ -304,7 +305,7 @@ class LocalLogStream:
         dead_since: float | None = None
         while True:
             now = time.monotonic()
-            just_ended = self._ended is not None and not self._ended_seen and self._ended()
+            just_ended = self._ended is not None and not self._ended_seen and self._ended.is_set()
             if just_ended:
                 self._ended_seen = True
             if now - last_refresh >= REFRESH or ending or just_ended:
@@ -317,7 +318,9 @@ class LocalLogStream:
                 yield from self._progress(row, pods)
                 finished = status.finished(row.trainjob.get("status") or {})
                 alive = reaper.supervisor_alive(row)
-                done = finished and not alive
+                # Once `run`'s own supervisor has ended nothing more will be written, whatever the store says (a
+                # full disk can keep it from recording the end; the caller reports that).
+                done = (finished and not alive) or self._ended_seen
                 if finished or alive:
                     dead_since = None
                 elif dead_since is None:
@@ -339,6 +342,8 @@ class LocalLogStream:
                             yield LogChunk(step, rest)
                     return
                 ending = done
+                if ending:
+                    continue  # the final read follows at once
             got = False
             for chunk in self._read_round():
                 got = True
@@ -349,4 +354,7 @@ class LocalLogStream:
             if time.monotonic() - last_yield >= HEARTBEAT:
                 last_yield = time.monotonic()
                 yield None
-            time.sleep(POLL)
+            if self._ended is not None and not self._ended_seen:
+                self._ended.wait(POLL)
+            else:
+                time.sleep(POLL)

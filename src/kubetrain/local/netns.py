@@ -16,12 +16,14 @@ import socket
 import subprocess
 import sys
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kubetrain.local.namespaces import NamespaceError, userns_help, which
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 HOLDER = str(Path(__file__).with_name("_nsholder.py"))
 # slirp4netns's fixed addresses: the gateway NATs to the host's network, 10.0.2.3 forwards DNS.
@@ -107,6 +109,8 @@ class NetworkNamespace:
 
     def probe(self, kind: str, host: str, port: int, *, path: str = "/", timeout: float = 1.0) -> Future[bool]:
         """A tcp or http readiness check run from inside the namespace; resolves to False if the holder is gone."""
+        from concurrent.futures import Future  # only jobs with readiness probes need it
+
         fut: Future[bool] = Future()
         with self._lock:
             self._next += 1

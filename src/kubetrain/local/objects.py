@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
-from kubetrain.api.quantity import Quantity, QuantityError
-from kubetrain.api.selectors import parse as parse_selector
-from kubetrain.api.suggest import not_found_hint
 from kubetrain.local import paths, reaper, status
 from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
 
 if TYPE_CHECKING:
     from kubetrain.api.core import CoreObject
+    from kubetrain.api.quantity import Quantity
 
 # The models (pydantic) are imported only by the verbs that change objects: `get` and the supervisor do without.
 KIND_CONFIGMAP, KIND_SECRET, KIND_PVC = "ConfigMap", "Secret", "PersistentVolumeClaim"
@@ -132,6 +130,8 @@ def _view(store: Store, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _storage(pvc: dict[str, Any]) -> Quantity | None:
+    from kubetrain.api.quantity import Quantity, QuantityError
+
     raw = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
     try:
         return Quantity.parse(raw) if raw is not None else None
@@ -145,6 +145,8 @@ def list_objects(
     """Applied objects of ``kind`` (``namespace=None``: all namespaces), oldest first."""
     if kind == KIND_PVC:
         finalize_claims(store)
+    from kubetrain.api.selectors import parse as parse_selector
+
     sel = parse_selector(selector) if selector else None
     out = []
     for o in store.list_objects((kind,)):
@@ -164,6 +166,8 @@ def get(store: Store, kind: str, name: str, namespace: str) -> dict[str, Any]:
     text = store.runtime_manifest(kind, namespace, name)
     if text is None:
         known = [o["metadata"]["name"] for o in list_objects(store, kind, namespace)]
+        from kubetrain.api.suggest import not_found_hint
+
         hint = not_found_hint(name, known, f"`kubetrain get {_plural(kind)} -n {namespace}` lists them")
         raise NotFoundError(f'{_plural(kind)} "{name}" not found in namespace "{namespace}"{hint}')
     return _view(store, _loads(text))

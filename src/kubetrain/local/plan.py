@@ -119,10 +119,13 @@ def elastic_policy(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
     """``mlPolicy.torch.elasticPolicy`` of the runtime snapshot among the compiled objects, if the runtime has one."""
     for o in objects:
         if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("name", "").endswith(SNAPSHOT_SUFFIX):
-            import yaml  # only for TrainJobs that have a snapshot, once per (re)load
+            text = (o.get("data") or {}).get("runtime") or ""
+            if "elasticPolicy" not in text:
+                return None  # most runtimes: no need to load a YAML parser to learn that
+            import yaml
 
             try:
-                runtime = yaml.safe_load((o.get("data") or {}).get("runtime") or "") or {}
+                runtime = yaml.safe_load(text) or {}
             except yaml.YAMLError:
                 return None
             torch = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}

@@ -45,7 +45,7 @@ class ReadinessGate(PodLauncher):
                         return  # e.g. a pod that can never be scheduled failed the TrainJob
 
     def _probe(self) -> None:
-        assert self.netns is not None and self._exec_probes is not None
+        assert self.netns is not None
         now = time.monotonic()
         for job in self.jobs:
             for pod in job.pods:
@@ -68,6 +68,10 @@ class ReadinessGate(PodLauncher):
                         c.next_probe = now + PROBE_RETRY
                     elif fut is None and now >= c.next_probe:
                         if "exec" in probe:
+                            if self._exec_probes is None:
+                                from concurrent.futures import ThreadPoolExecutor
+
+                                self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
                             self._probes[key] = self._exec_probes.submit(
                                 pods.run_exec_probe, probe, c, self.ctx
                             )

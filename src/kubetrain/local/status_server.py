@@ -3,32 +3,37 @@
 The same request as on a cluster (upstream KEP-2779, ``kubetrain.api.progress``), served by the supervisor over
 HTTPS on an address *inside* the TrainJob's network namespace (``NetworkNamespace.listen``), so only that job's
 pods can reach it, as root or not. Instead of projected service-account tokens each pod gets its own random
-token in a file, next to a per-TrainJob CA certificate, and the three ``KUBEFLOW_TRAINER_SERVER_*`` variables the
-official SDK reads name them:
+token in a file, next to a copy of the endpoints' CA certificate (``kubetrain.local.tls``), and the three
+``KUBEFLOW_TRAINER_SERVER_*`` variables the official SDK reads name them:
 
 - no or an unknown token: 401; a token of this job's pod but a path naming another TrainJob: 403;
 - more than ``RATE`` reports a second per pod (after a burst of ``BURST``): 429;
 - a bad body: 422 naming the field; otherwise 200 echoing the report, which ``on_report`` stores.
+
+The HTTP side (``status_http``) is loaded when the first pod connects.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hmac
-import json
 import logging
+import os
 import secrets
-import ssl
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import progress as P
-from kubetrain.local.netns import NetworkNamespace
-from kubetrain.local.tls import make_serving_pair
+from kubetrain.api.errors import KubetrainError
+
+if TYPE_CHECKING:
+    from kubetrain.local.netns import NetworkNamespace
+    from kubetrain.local.tls import ServingPair
 
 log = logging.getLogger("kubetrain.local.status")
 
@@ -61,123 +66,100 @@ class _Bucket:
         return True
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: StatusServer
+class Certificates:
+    """The endpoint's CA and serving certificate (``kubetrain.local.tls``), fetched on a thread from construction
+    on: read from ``$KUBETRAIN_HOME``, or made when there are none yet (loading ``cryptography`` then takes tens of
+    milliseconds, which ``kubetrain run`` spends reading the manifest and waiting for the network namespace
+    instead). ``get`` waits for them."""
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        # The TLS handshake happens on the request's own thread: a silent client cannot stall accepting.
-        request.settimeout(TIMEOUT)
+    def __init__(self, directory: Path | None = None) -> None:
+        """``directory``: where they are kept (default ``$KUBETRAIN_HOME/tls``)."""
+        self.directory = directory
+        self._pair: ServingPair | Exception | None = None
+        self._thread = threading.Thread(target=self._fetch, name="status-certificates", daemon=True)
+        self._thread.start()
+
+    def _fetch(self) -> None:
         try:
-            tls = self.owner.context.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError):
-            return
-        try:
-            super().finish_request(tls, client_address)
-        finally:
-            try:
-                tls.close()
-            except OSError:
-                pass
+            from kubetrain.local import paths, tls
 
+            directory = self.directory or paths.home() / "tls"
+            self._pair = tls.status_pair(directory, [HOST, ADDRESS], dt.datetime.now(dt.UTC))
+        except Exception as exc:  # handed to get(), on the caller's thread
+            self._pair = exc
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # one line per report would flood the supervisor log; refusals are logged in _refuse
-
-    def _send(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _refuse(self, code: int, message: str) -> None:
-        log.info("status report refused code=%d path=%s message=%r", code, self.path, message)
-        self._send(code, P.error_body(code, message))
-
-    def do_GET(self) -> None:
-        self._refuse(405 if P.parse_path(self.path) else 404, "only POST is served here")
-
-    def do_POST(self) -> None:
-        owner = self.server.owner
-        target = P.parse_path(self.path.split("?", 1)[0])
-        if target is None:
-            self._refuse(404, f"not found: {self.path}; POST to {P.status_path(owner.namespace, owner.name)}")
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > P.MAX_BODY:
-            self._refuse(413, f"request body of {length} bytes; at most {P.MAX_BODY} bytes are accepted")
-            self.close_connection = True
-            return
-        body = self.rfile.read(length) if length > 0 else b""
-        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
-        pod = owner.pod_of(token.strip()) if scheme.lower() == "bearer" else None
-        if pod is None:
-            self._refuse(401, "missing or invalid bearer token (the pod's token file is named by "
-                         f"${P.ENV_TOKEN})")  # fmt: skip
-            return
-        if target != (owner.namespace, owner.name):
-            mine, theirs = f"{owner.namespace}/{owner.name}", f"{target[0]}/{target[1]}"
-            self._refuse(403, f"pod {pod} belongs to TrainJob {mine}, not {theirs}")
-            return
-        if not owner.allow(pod):
-            self._refuse(429, f"more than {RATE:g} reports a second from pod {pod}; report less often")
-            return
-        try:
-            report = P.parse_report(body)
-        except P.ReportError as exc:
-            self._refuse(exc.code, exc.message)
-            return
-        if report is not None:
-            owner.on_report(pod, report)
-        self._send(200, json.dumps({"trainerStatus": report}).encode())
+    def get(self) -> ServingPair:
+        self._thread.join()
+        pair = self._pair
+        if isinstance(pair, Exception):
+            raise KubetrainError(f"its TLS certificates could not be read or made: {pair}") from pair
+        assert pair is not None
+        return pair
 
 
 class StatusServer:
     """Serves one TrainJob's reports until ``close``; ``pod_env`` makes each pod's token file."""
 
-    def __init__(self, namespace: str, name: str, directory: Path, on_report: Report) -> None:
+    def __init__(
+        self, namespace: str, name: str, directory: Path, on_report: Report, certificates: Certificates | None = None
+    ) -> None:
+        """``certificates``: fetched earlier (``kubetrain run`` starts that before it reads the manifest), or by this
+        endpoint from now on, while the supervisor waits for other things."""
         self.namespace, self.name = namespace, name
         self.directory = directory
         self.on_report = on_report
         self._tokens: dict[str, str] = {}  # pod -> token
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
-        pair = make_serving_pair([HOST, ADDRESS], dt.datetime.now(dt.UTC), label=f"{namespace}/{name} status")
-        directory.mkdir(parents=True, exist_ok=True)
         self.ca_file = directory / P.CA_FILE
-        self.ca_file.write_bytes(pair.ca_cert)
-        cert, key = directory / "tls.crt", directory / "tls.key"
-        cert.write_bytes(pair.cert)
-        key.touch(mode=0o600)
-        key.write_bytes(pair.key)
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.context.load_cert_chain(str(cert), str(key))
-        key.unlink()  # loaded: the key is needed nowhere else
+        self._certificates = certificates or Certificates()
         self.port = 0
-        self._server: _Server | None = None
+        self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None
 
     def start(self, netns: NetworkNamespace) -> None:
-        """Listen inside ``netns`` and serve on a thread."""
-        sock = netns.listen(ADDRESS, 0)
-        self.port = sock.getsockname()[1]
-        server = _Server((ADDRESS, self.port), _Handler, bind_and_activate=False)
-        server.socket.close()
-        server.socket = sock
-        server.owner = self
-        self._server = server
-        # close() waits for serve_forever to see the shutdown flag, which it checks once per poll interval: a short
-        # interval keeps the end of every job from waiting up to that long.
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+        """Write the CA certificate for the pods, listen inside ``netns`` and serve on a thread."""
+        pair = self._certificates.get()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.ca_file.write_bytes(pair.ca_cert)
+        self._sock = netns.listen(ADDRESS, 0)
+        self.port = self._sock.getsockname()[1]
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._serve, args=(self._sock, self._wake[0], pair),
                                         name="status-server", daemon=True)  # fmt: skip
         self._thread.start()
         log.info("status endpoint trainjob=%s/%s url=%s", self.namespace, self.name, self.url)
+
+    def _serve(self, sock: socket.socket, wake: int, pair: ServingPair) -> None:
+        # Not serve_forever: its shutdown waits for the next poll interval, and every job's end would wait with it;
+        # close() wakes this loop through a pipe at once. Until the first pod connects there is no HTTP server
+        # (``status_http``): connections wait in the listen backlog meanwhile.
+        sock.setblocking(False)  # a client gone between select and accept must not block the loop
+        server: Any = None
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ)
+            sel.register(wake, selectors.EVENT_READ)
+            while True:
+                if any(key.fd == wake for key, _ in sel.select()):
+                    if server is not None:
+                        server.server_close()
+                    return
+                try:
+                    request, address = sock.accept()
+                except OSError:
+                    continue
+                if server is None:
+                    try:
+                        from kubetrain.local.status_http import serve
+
+                        server = serve(self, sock, pair)
+                    except OSError as exc:  # ssl.SSLError included
+                        log.error("status endpoint unusable trainjob=%s/%s error=%r", self.namespace, self.name,
+                                  str(exc))  # fmt: skip
+                        request.close()
+                        continue
+                server.process_request(request, address)  # a thread per connection (ThreadingMixIn)
 
     @property
     def url(self) -> str:
@@ -216,10 +198,16 @@ class StatusServer:
             return self._buckets.setdefault(pod, _Bucket()).take()
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._wake is None or self._thread is None:
+            return
+        os.write(self._wake[1], b"x")
+        self._thread.join()
+        for fd in self._wake:
+            os.close(fd)
+        self._wake = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
 
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")

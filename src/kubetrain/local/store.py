@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -182,6 +183,8 @@ class Store:
     """One connection; safe to share between threads of a process (``kubetrain run`` draws progress on one
     thread while its supervisor writes on another), serialised by a lock."""
 
+    _open: weakref.WeakSet[Store] = weakref.WeakSet()
+
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.db_path()
         self._lock = threading.RLock()
@@ -201,6 +204,14 @@ class Store:
             if not self._open_read_only():
                 raise StoreError(reason) from None
             self.read_only = reason
+        Store._open.add(self)
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every store of this process: what an exit that skips the interpreter's teardown must still do, or
+        the database keeps its write-ahead log (and the disk space it holds) after the process is gone."""
+        for store in list(cls._open):
+            store.close()
 
     def _open_read_only(self) -> bool:
         """Reading must keep working when the disk is full (``get``, ``logs``): without write access SQLite
@@ -242,6 +253,7 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        Store._open.discard(self)
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:

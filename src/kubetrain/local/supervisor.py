@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import constants as C
 from kubetrain.api.errors import KubetrainError
@@ -29,6 +29,9 @@ from kubetrain.local.netns import SLIRP_DNS, NetworkNamespace, outbound_availabl
 from kubetrain.local.readiness import PROBE_RETRY, ReadinessGate
 from kubetrain.local.scaling import Rescaler
 from kubetrain.local.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from kubetrain.local.status_server import Certificates, StatusServer
 
 __all__ = [
     "PROBE_RETRY",
@@ -53,9 +56,10 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
     policies (``failure_policy``): suspend, activeDeadlineSeconds and gang admission are decided here."""
 
     # Main loop.
-    def run(self, netns: NetworkNamespace | None = None) -> dict[str, Any]:
+    def run(self, netns: NetworkNamespace | None = None, certificates: Certificates | None = None) -> dict[str, Any]:
         """Returns the final TrainJob status. ``netns``: a namespace holder started earlier (it starts while the
-        caller does other work); this supervisor owns it from now on."""
+        caller does other work); this supervisor owns it from now on. ``certificates``: the status endpoint's,
+        likewise begun earlier."""
         namespaces.check_available()
         log.info("supervisor start trainjob=%s/%s pid=%d", self.namespace, self.name, os.getpid())
         self.netns = netns
@@ -65,14 +69,12 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 self.netns = NetworkNamespace.start()
             self.dir.mkdir(parents=True, exist_ok=True)
             self._write_hosts()
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._exec_probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe")
+            status_server = self._prepare_status_server(certificates)  # made while the steps below wait
             self._preflight()
             self.netns.ready()
             self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
-            self._start_status_server()
             outbound_problem = self._start_outbound()
+            self._start_status_server(status_server)
             if outbound_problem:
                 self.event(
                     "Warning",
@@ -183,17 +185,19 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
 
         (self.dir / "hosts").write_text(self.plan.hosts_file() + f"{ADDRESS}\t{HOST}\n")
 
-    def _start_status_server(self) -> None:
-        """The endpoint pods report progress to (``status_server``); a TrainJob runs without it if it fails."""
-        import ssl
+    def _prepare_status_server(self, certificates: Certificates | None) -> StatusServer:
+        from kubetrain.local.status_server import StatusServer
 
-        from kubetrain.local.status_server import StatusServer, no_proxy
+        return StatusServer(self.namespace, self.name, self.dir / "status", self.progress.report, certificates)
+
+    def _start_status_server(self, server: StatusServer) -> None:
+        """The endpoint pods report progress to (``status_server``); a TrainJob runs without it if it fails."""
+        from kubetrain.local.status_server import no_proxy
 
         assert self.netns is not None
         try:
-            server = StatusServer(self.namespace, self.name, self.dir / "status", self.progress.report)
             server.start(self.netns)
-        except (KubetrainError, OSError, ssl.SSLError) as exc:
+        except (KubetrainError, OSError) as exc:  # ssl.SSLError is an OSError
             self.event(
                 "Warning",
                 "StatusEndpointUnavailable",
@@ -280,9 +284,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 self._stop_all("stopped: the TrainJob was suspended")
                 self._reset_jobs()
                 self._clear_queued("nothing (suspended)")
-                status.set_condition(
-                    self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED
-                )
+                status.set_condition(self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
                 self.event("Normal", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
             return True
         if cond is not None and cond["status"] == "True":
@@ -345,9 +347,7 @@ def configure_logging() -> None:
         handler = logging.FileHandler(paths.supervisor_log())
     except (OSError, KubetrainError):
         return  # logging is best effort; the store has the events (and an unusable home is reported elsewhere)
-    handler.setFormatter(
-        logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s")
-    )
+    handler.setFormatter(logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s"))
     root = logging.getLogger("kubetrain")
     if not any(isinstance(h, logging.FileHandler) for h in root.handlers):
         root.addHandler(handler)
