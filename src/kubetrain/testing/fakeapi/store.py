@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetrain.api.errors import KubetrainError
+from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.k8s.client.resources import Resource
 from kubetrain.testing.fakeapi import ssa
-from kubetrain.testing.fakeapi.selectors import parse as parse_selector
 
 Key = tuple[str, str]  # (namespace or "", name)
 Hook = Callable[[str, Resource, dict[str, Any]], None]
@@ -150,11 +151,14 @@ class Store:
         self, group: str, plural: str, namespace: str | None, label_selector: str | None = None
     ) -> tuple[builtins.list[dict[str, Any]], int]:
         table = self.table(group, plural)
-        match = parse_selector(label_selector)
+        try:
+            selector = parse_selector(label_selector or "")
+        except KubetrainError as exc:  # the real server refuses a selector it cannot parse
+            raise StoreError(400, "BadRequest", f"unable to parse requirement: {exc}") from None
         items = [
             copy.deepcopy(obj)
             for key, obj in sorted(table.objects.items())
-            if (namespace is None or key[0] == namespace) and match(obj["metadata"].get("labels") or {})
+            if (namespace is None or key[0] == namespace) and selector.matches(obj["metadata"].get("labels"))
         ]
         return items, self.rv
 
