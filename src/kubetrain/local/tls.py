@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ RENEW_BEFORE = dt.timedelta(days=30)
 FILE = "status.pem"
 _HEADER = "# kubetrain status endpoint certificates:"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
+_PEM = re.compile(r"-----BEGIN ([A-Z ]+)-----\n.*?\n-----END \1-----\n", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -68,24 +70,12 @@ def _read(path: Path, names: list[str], now: dt.datetime) -> ServingPair | None:
         return None
     if not header.startswith(_HEADER) or fields.get("names") != ",".join(names) or now + RENEW_BEFORE >= not_after:
         return None
-    certs = _blocks(body, "CERTIFICATE")
-    keys = _blocks(body, "PRIVATE KEY")
+    blocks = [(m.group(1), m.group(0).encode()) for m in _PEM.finditer(body)]
+    certs = [b for label, b in blocks if label == "CERTIFICATE"]
+    keys = [b for label, b in blocks if label == "PRIVATE KEY"]
     if len(certs) != 2 or len(keys) != 1:
         return None
     return ServingPair(certs[0], certs[1], keys[0])
-
-
-def _blocks(text: str, label: str) -> list[bytes]:
-    begin, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
-    out = []
-    rest = text
-    while (start := rest.find(begin)) >= 0:
-        stop = rest.find(end, start)
-        if stop < 0:
-            break
-        out.append((rest[start : stop + len(end)] + "\n").encode())
-        rest = rest[stop + len(end) :]
-    return out
 
 
 def _write(path: Path, pair: ServingPair, names: list[str], not_after: dt.datetime) -> None:
