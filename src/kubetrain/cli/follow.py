@@ -363,14 +363,6 @@ def _say(text: str) -> None:
         click.echo(text, err=True)
 
 
-def _outcome(st: dict[str, Any]) -> StateView | None:
-    """How a status says the TrainJob ended (its Complete or Failed condition), if it has."""
-    for c in reversed(st.get("conditions") or []):
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return StateView(str(c["type"]), str(c.get("reason") or ""), str(c.get("message") or ""))
-    return None
-
-
 def run_local(
     others: list[dict[str, Any]],
     trainjob: dict[str, Any],
@@ -393,6 +385,7 @@ def run_local(
     the result is remembered for the next run of the same files."""
     from kubetrain.local import compile_cache
     from kubetrain.local.backend import LocalBackend
+    from kubetrain.local.logstream import status_state
     from kubetrain.local.netns import NetworkNamespace
     from kubetrain.local.store import Store
     from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
@@ -490,7 +483,7 @@ def run_local(
         raise error
     final = backend.state(name, ns)
     problem = sup.unrecorded()
-    if problem is not None and (outcome := _outcome(result)) is not None:
+    if problem is not None and (outcome := status_state(result)) is not None:
         # The supervisor knows how the job ended but could not store it: say both, and exit by what happened.
         final = outcome
         stderr.print(

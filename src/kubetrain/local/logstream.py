@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.logtext import default_container, parse_rfc3339
-from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
+from kubetrain.api.trainjob_state import conditions_state, expected_trainer_pods, trainjob_state
 from kubetrain.api.views import (
     LogChunk,
     LogItem,
@@ -154,6 +154,11 @@ class _Conditions:
     def condition(self, type_: str) -> _Condition | None:
         c = self._by_type.get(type_)
         return None if c is None else _Condition(str(c.get("status")), c.get("reason"), c.get("message"))
+
+
+def status_state(st: dict[str, Any]) -> StateView | None:
+    """The state a status's conditions alone decide (finished, suspended), read from the dict, else ``None``."""
+    return conditions_state(cast("TrainJob", _Conditions({"status": st})))
 
 
 def state_of(row: TrainJobRow, pods: list[PodRow]) -> StateView:
