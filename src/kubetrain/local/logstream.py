@@ -359,7 +359,7 @@ class LocalLogStream:
             if time.monotonic() - last_yield >= HEARTBEAT:
                 last_yield = time.monotonic()
                 yield None
-            if self._ended is not None and not self._ended_seen:
-                self._ended.wait(POLL)
+            if self._ended is not None:
+                self._ended.wait(POLL)  # once it is set, the stream ends before it gets here again
             else:
                 time.sleep(POLL)

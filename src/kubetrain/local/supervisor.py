@@ -284,7 +284,9 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 self._stop_all("stopped: the TrainJob was suspended")
                 self._reset_jobs()
                 self._clear_queued("nothing (suspended)")
-                status.set_condition(self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
+                status.set_condition(
+                    self.status, C.COND_SUSPENDED, "True", C.REASON_SUSPENDED, C.MSG_SUSPENDED
+                )
                 self.event("Normal", C.REASON_SUSPENDED, C.MSG_SUSPENDED)
             return True
         if cond is not None and cond["status"] == "True":
@@ -347,7 +349,9 @@ def configure_logging() -> None:
         handler = logging.FileHandler(paths.supervisor_log())
     except (OSError, KubetrainError):
         return  # logging is best effort; the store has the events (and an unusable home is reported elsewhere)
-    handler.setFormatter(logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s"))
+    handler.setFormatter(
+        logging.Formatter("time=%(asctime)s level=%(levelname)s pid=%(process)d %(message)s")
+    )
     root = logging.getLogger("kubetrain")
     if not any(isinstance(h, logging.FileHandler) for h in root.handlers):
         root.addHandler(handler)
