@@ -343,7 +343,7 @@ def start_container(
     try:
         os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in argv[start:end]))
         os.lseek(fd, 0, os.SEEK_SET)
-        argv = [*argv[:start], "--args", str(fd), *argv[end:]]
+        argv = [*argv[:start], "--args", str(fd), "--unsetenv", SANDBOX_ENV, *argv[end:]]
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab", buffering=0) as out:
             try:
@@ -352,7 +352,7 @@ def start_container(
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    env=container.env,
+                    env={**container.env, SANDBOX_ENV: ctx.uid},
                     start_new_session=True,
                     pass_fds=(fd,),
                     preexec_fn=_dies_with(os.getpid()),
@@ -364,6 +364,10 @@ def start_container(
     finally:
         os.close(fd)
 
+
+SANDBOX_ENV = "KUBETRAIN_SANDBOX_OF"
+"""Set (to the TrainJob's uid) in each sandbox's own environment, and unset for the pod's command: it marks the
+sandbox's processes, so they can be found when their supervisor died before recording them (``reaper``)."""
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)

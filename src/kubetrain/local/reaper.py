@@ -10,6 +10,7 @@ which hands over to the supervisor only once that one runs (see ``LocalBackend._
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 
@@ -51,6 +52,27 @@ def kill_pods(store: Store, row: TrainJobRow, message: str, grace: float = 5.0) 
     )
 
 
+def kill_sandboxes_of(uid: str) -> None:
+    """SIGKILL every pod sandbox of the TrainJob ``uid`` still running, recorded or not.
+
+    A sandbox's outer bwrap dies with the supervisor, but the init it forks binds its life to the outer one only
+    some milliseconds later; a supervisor killed in between leaves that init (and the pod's command under it) with
+    no parent and, if the pod was not yet recorded, with no pid anyone knows. Each sandbox carries the TrainJob's
+    uid in its own environment (``pods.SANDBOX_ENV``), which is how they are found. Killing a sandbox's init ends
+    every process of its PID namespace."""
+    mark = f"{pods.SANDBOX_ENV}={uid}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            continue  # gone, or another user's process
+
+
 def check(store: Store, row: TrainJobRow) -> TrainJobRow:
     """``row``, recorded as failed first if its supervisor is gone; returns the current row."""
     if not lost(row):
@@ -71,6 +93,7 @@ def check(store: Store, row: TrainJobRow) -> TrainJobRow:
         store.add_event(fresh.namespace, fresh.name, "Warning", status.REASON_SUPERVISOR_LOST, msg)
         store.set_supervisor(fresh.namespace, fresh.name, None, None)
         kill_pods(store, fresh, "stopped: the supervisor was lost", grace=0.0)
+        kill_sandboxes_of(fresh.uid)
     log.info("recorded lost supervisor trainjob=%s/%s pid=%s", row.namespace, row.name, row.supervisor_pid)
     return store.get_trainjob(row.namespace, row.name) or fresh
 
