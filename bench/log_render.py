@@ -130,7 +130,7 @@ def rich_per_line(data: list[tuple[str, str]]) -> Callable[[int], None]:
 # -- a local TrainJob whose log is a file of the size we want --------------------------------------------------
 def local_job(home: Path, log_bytes: int) -> None:
     os.environ["KUBETRAIN_HOME"] = str(home)
-    from kubetrain.local.store import PodRow, Store
+    from kubetrain.local.store.db import PodRow, Store
 
     store = Store()
     tj = {

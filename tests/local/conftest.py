@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.store import Store
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.store.db import Store
+from kubetrain.local.supervisor.controller import Supervisor
 
 Obj = dict[str, Any]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetrain.local import netns
+from kubetrain.local.sandbox import netns
 
 from .conftest import container, needs_namespaces, py, rjob, runtime, trainjob
 
@@ -175,7 +175,7 @@ def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
     home = f"KUBETRAIN_HOME={kt_home}".encode()
     sup = [
         p
-        for p in pids_with("kubetrain.local.supervisor")
+        for p in pids_with("kubetrain.local.supervisor.controller")
         if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes() and home in Path(f"/proc/{p}/environ").read_bytes()
     ]
     assert len(sup) == 1

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from kubetrain.local import pods
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.store import Store
+from kubetrain.local.sandbox import pods
+from kubetrain.local.store.db import Store
 
 from .conftest import container, needs_namespaces, py, rjob, runtime, trainjob
 
@@ -104,7 +104,7 @@ def test_a_supervisor_whose_starter_died_before_handing_over_does_nothing(kt_hom
         }
         store.create_trainjob(tj, [], "/", (owner.pid, pods.proc_start_time(owner.pid)))
         sup = subprocess.run(
-            [sys.executable, "-m", "kubetrain.local.supervisor", "default", "orphan"],
+            [sys.executable, "-m", "kubetrain.local.supervisor.controller", "default", "orphan"],
             stdin=subprocess.DEVNULL,  # the starter is gone: EOF instead of "go"
             capture_output=True,
             timeout=60,
@@ -126,7 +126,7 @@ def test_concurrent_writers_in_threads_and_processes_never_see_locked(kt_home: P
     """The store alone: 8 processes x 50 transactions each against one state.db, plus readers."""
     code = (
         "import sys, os\n"
-        "from kubetrain.local.store import Store\n"
+        "from kubetrain.local.store.db import Store\n"
         "s = Store()\n"
         "i = int(sys.argv[1])\n"
         "for k in range(50):\n"

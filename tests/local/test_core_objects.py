@@ -16,8 +16,8 @@ import yaml
 
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.store import Store
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.store.db import Store
+from kubetrain.local.supervisor.controller import Supervisor
 
 from .conftest import container, needs_namespaces, rjob, runtime, trainjob
 from .test_cli import kt, wait_for, write

@@ -14,7 +14,7 @@ import pytest
 
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.supervisor.controller import Supervisor
 from tests.local.conftest import (
     condition,
     container,

@@ -180,8 +180,8 @@ def test_home_that_is_a_file_is_explained(tmp_path: Path, monkeypatch: pytest.Mo
 @needs_namespaces
 def test_a_pod_whose_exec_fails_at_start_is_recorded_not_a_traceback(kt_home: Path, tmp_path: Path) -> None:
     """The kernel refusing the exec itself (E2BIG at start, after submit) fails the TrainJob with the reason."""
-    from kubetrain.local import pods
-    from kubetrain.local.namespaces import Bind
+    from kubetrain.local.sandbox import pods
+    from kubetrain.local.sandbox.namespaces import Bind
 
     with pytest.raises(pods.PodError, match="exceed what Linux lets a process start with"):
         pods.check_exec_size(["true"], {"X": "z" * 200_000}, "containers[node]")

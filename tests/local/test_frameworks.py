@@ -58,8 +58,8 @@ def test_torch_2_nodes_x_2_procs_all_reduce(backend: LocalBackend, tmp_path: Pat
 def test_two_torch_trainjobs_on_port_29500_at_once(kt_home: Path, tmp_path: Path) -> None:
     import threading
 
-    from kubetrain.local.store import Store
-    from kubetrain.local.supervisor import Supervisor
+    from kubetrain.local.store.db import Store
+    from kubetrain.local.supervisor.controller import Supervisor
 
     (tmp_path / "allreduce.py").write_text(TORCH_SCRIPT)
     results: dict[str, dict[str, object]] = {}

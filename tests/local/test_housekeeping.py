@@ -14,8 +14,8 @@ import yaml
 
 from kubetrain.local import housekeeping, paths
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.store import Store
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.store.db import Store
+from kubetrain.local.supervisor.controller import Supervisor
 
 from .conftest import container, needs_namespaces, py, rjob, run_to_end, runtime, trainjob
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kubetrain.local import pods
 from kubetrain.local.backend import LocalBackend
+from kubetrain.local.sandbox import pods
 from kubetrain.runtimes import builtin_runtime
 
 from .conftest import condition, needs_namespaces, run_to_end, trainjob

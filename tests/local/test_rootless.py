@@ -251,7 +251,7 @@ def _check_unwritable_home(account: pwd.struct_passwd, root_owned: Path) -> None
 
 def test_the_userns_paragraph_is_what_a_user_sees_when_namespaces_are_off() -> None:
     """The message names the setting; the behaviour without namespaces is covered in test_supervisor."""
-    from kubetrain.local.namespaces import userns_help
+    from kubetrain.local.sandbox.namespaces import userns_help
 
     text = userns_help()
     assert text.startswith("Without root, kubetrain gives each TrainJob's pods their own user, mount, PID and")

@@ -23,9 +23,9 @@ import yaml
 
 from kubetrain.api.logtext import lines_of
 from kubetrain.api.views import LogOptions
-from kubetrain.local import security_context as sc
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.sandbox import security_context as sc
+from kubetrain.local.supervisor.controller import Supervisor
 
 from .conftest import condition, needs_namespaces, needs_torch, trainjob
 

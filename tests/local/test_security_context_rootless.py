@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetrain.local import security_context as sc
+from kubetrain.local.sandbox import security_context as sc
 
 from .test_rootless import as_user, unprivileged_account, user_env, userns_usable
 from .test_security_context_pods import PROBE, runtime_with

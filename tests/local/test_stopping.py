@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetrain.local import backoff, terminate
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.sandbox import terminate
+from kubetrain.local.supervisor import backoff
+from kubetrain.local.supervisor.controller import Supervisor
 
 from .conftest import condition, container, needs_namespaces, py, rjob, runtime, trainjob
 

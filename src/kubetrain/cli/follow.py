@@ -383,12 +383,12 @@ def run_local(
     """Submit ``trainjob`` (a wire dict) and supervise it on a thread of this process until it ends.
     ``compiled`` (a ``compile_cache.Compiled``) skips validation and compilation; otherwise, with ``cache_key``,
     the result is remembered for the next run of the same files."""
-    from kubetrain.local import compile_cache
     from kubetrain.local.backend import LocalBackend
-    from kubetrain.local.logstream import status_state
-    from kubetrain.local.netns import NetworkNamespace
-    from kubetrain.local.store import Store
-    from kubetrain.local.supervisor import Supervisor, configure_logging, record_start_failure
+    from kubetrain.local.logs.stream import status_state
+    from kubetrain.local.sandbox.netns import NetworkNamespace
+    from kubetrain.local.store.db import Store
+    from kubetrain.local.submit import compile_cache
+    from kubetrain.local.supervisor.controller import Supervisor, configure_logging, record_start_failure
 
     ns = (trainjob.get("metadata") or {}).get("namespace") or namespace
     if holder is None and not detach:

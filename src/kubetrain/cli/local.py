@@ -51,8 +51,8 @@ def _load(
 
 def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
     """The compile cache's entry for these files, if any, and their key (None: not cacheable)."""
-    from kubetrain.local import compile_cache
-    from kubetrain.local.store import Store
+    from kubetrain.local.store.db import Store
+    from kubetrain.local.submit import compile_cache
 
     if compile_cache.disabled():
         return None, None
@@ -94,9 +94,9 @@ _allow_privileged_option = click.option(
 
 def _allow_privileged(allow: bool) -> None:
     if allow:
-        from kubetrain.local.security_context import PRIVILEGED_ENV
+        from kubetrain.local.sandbox.security_context import PRIVILEGED_ENV
 
-        # Read when the TrainJob is submitted (kubetrain.local.admission), in this process.
+        # Read when the TrainJob is submitted (kubetrain.local.submit.admission), in this process.
         os.environ[PRIVILEGED_ENV] = "1"
 
 
@@ -167,8 +167,8 @@ def register(group: click.Group) -> None:
         holder = certificates = None
         if not cluster:
             if not detach:
-                from kubetrain.local.netns import NetworkNamespace
-                from kubetrain.local.status_server import Certificates
+                from kubetrain.local.sandbox.netns import NetworkNamespace
+                from kubetrain.local.statusendpoint.server import Certificates
 
                 # The TrainJob's network namespace and its status endpoint's certificates come up while its
                 # manifest is read and checked.

@@ -23,11 +23,15 @@ from kubetrain.api import constants as C
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
-from kubetrain.local import admission, namespaces, paths, pods, reaper, status
 from kubetrain.local import objects as core
-from kubetrain.local.logstream import LocalLogStream, failure_logs, state_of, step_view
+from kubetrain.local import paths
+from kubetrain.local.logs.stream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.objects import NotFoundError
-from kubetrain.local.store import AlreadyExistsError, Store, TrainJobRow, now_rfc3339
+from kubetrain.local.sandbox import namespaces, pods
+from kubetrain.local.store import reaper, status
+from kubetrain.local.store.db import AlreadyExistsError, Store, TrainJobRow
+from kubetrain.local.store.status import now_rfc3339
+from kubetrain.local.submit import admission, changes
 
 if TYPE_CHECKING:
     from kubetrain.api import AnyRuntime, TrainJob
@@ -35,11 +39,11 @@ if TYPE_CHECKING:
     from kubetrain.local.housekeeping import Pruned
 
 # The models, the compiler and the built-in runtimes are imported where needed: the supervisor, `get` and a
-# `run` answered from the compile cache do without them (see kubetrain.local.compile_cache).
+# `run` answered from the compile cache do without them (see kubetrain.local.submit.compile_cache).
 
 __all__ = ["LocalBackend", "NotFoundError", "step_prefix"]
 
-RUNTIME_KINDS = (C.KIND_CLUSTER_TRAINING_RUNTIME, C.KIND_TRAINING_RUNTIME)
+RUNTIME_KINDS = changes.RUNTIME_KINDS
 PASSIVE_KINDS = core.CORE_KINDS  # ConfigMap, Secret, PersistentVolumeClaim: stored for the pods to use
 
 
@@ -103,36 +107,11 @@ class LocalBackend:
 
     def store_runtimes(self, namespace: str | None) -> list[AnyRuntime]:
         """Runtimes applied on this machine (no built-ins); ``namespace`` filters TrainingRuntimes."""
-        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
-
-        out: list[AnyRuntime] = []
-        for m in self.store.list_objects(RUNTIME_KINDS):
-            model = ClusterTrainingRuntime if m["kind"] == C.KIND_CLUSTER_TRAINING_RUNTIME else TrainingRuntime
-            r = model.model_validate(m)
-            if namespace is None or r.kind == C.KIND_CLUSTER_TRAINING_RUNTIME or r.metadata.namespace == namespace:
-                out.append(r)
-        return out
+        return changes.stored_runtimes(self.store, namespace)
 
     def runtimes(self, only: str | None = None) -> list[AnyRuntime]:
-        """Applied runtimes, then the built-in ones they do not shadow. With ``only``, built-ins are parsed
-        just for that name when it is one (parsing all of them is most of a launch's CPU time)."""
-        from kubetrain.api import ClusterTrainingRuntime
-        from kubetrain.api.loader import load_text
-        from kubetrain.runtimes import builtin_runtimes, builtin_yaml
-
-        stored = self.store_runtimes(None)
-        names = {(r.kind, r.metadata.namespace or "", r.name) for r in stored}
-        builtins: list[AnyRuntime] = []
-        text = builtin_yaml(only) if only else None
-        if text is not None:
-            builtins += [
-                o
-                for o in load_text(text, f"kubetrain/runtimes/{only}.yaml").objects
-                if isinstance(o, ClusterTrainingRuntime)
-            ]
-        elif only is None or not any(r.name == only for r in stored):
-            builtins += builtin_runtimes()  # all of them: resolve_runtime suggests near names from these
-        return stored + [r for r in builtins if (r.kind, "", r.name) not in names]
+        """Applied runtimes, then the built-in ones they do not shadow (``changes.runtimes``)."""
+        return changes.runtimes(self.store, only)
 
     def submit(
         self,
@@ -232,78 +211,24 @@ class LocalBackend:
         return "replaced" if replaced is not None else "created"
 
     def _update(self, row: TrainJobRow, new: TrainJob, *, create_only: bool) -> str:
-        from kubetrain.api import TrainJob
-        from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
-
         if create_only:
             raise _exists(row)
-        old_wire = TrainJob.model_validate(row.trainjob).to_wire()
-        new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
-        new_wire = new.to_wire()
-        from kubetrain.local.updates import merged, num_nodes, plan_update
-
-        verb = plan_update(old_wire, new_wire)
-        if verb == "unchanged":
-            return verb
-        objects = None
-        patches_changed = old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches")
-        if patches_changed or num_nodes(old_wire["spec"]) != num_nodes(new_wire["spec"]):
-            # Patches change only around a suspension (the pods are rebuilt from the new objects when it resumes);
-            # numNodes only for an elastic runtime (the supervisor adds or removes node pods at once). Both with the
-            # runtime as it was when the TrainJob was created (its snapshot).
-            runtime = self._snapshot_runtime(row) or resolve_runtime(new, self.runtimes(new.spec.runtime_ref.name))[0]
-            result = validate_trainjob(new, runtime, old=TrainJob.model_validate(row.trainjob))
-            if not result.ok:
-                raise InvalidObjectError(result.errors)
-            assert runtime is not None
-            objects = compile_trainjob(new, runtime, keygen=ecdsa_keygen)
-            admission.check(objects)
-        with self.store.transaction():
-            fresh = self.store.get_trainjob(row.namespace, row.name)
-            if fresh is None or fresh.uid != row.uid:
-                raise KubetrainError(f'trainjob "{row.name}" changed while it was being updated; apply it again')
-            self.store.update_trainjob(row.namespace, row.name, merged(fresh.trainjob, new_wire), objects=objects)
-        return verb
+        return changes.update(self.store, row, new)
 
     def scale_trainjob(self, name: str, namespace: str, replicas: int) -> str:
-        """Set ``spec.trainer.numNodes`` (what ``kubectl scale`` does through the scale subresource): allowed for an
-        elastic runtime within minNodes..maxNodes; the running supervisor then adds or removes node pods. Returns
-        ``configured`` or ``unchanged``."""
-        from kubetrain.api import TrainJob
-
-        row = self._row(name, namespace)
-        st = row.trainjob.get("status") or {}
-        if status.finished(st):
-            raise KubetrainError(
-                f'trainjob "{name}" has finished ({status.state_of(st)}); a finished TrainJob runs no nodes to scale'
-            )
-        wire = {k: copy.deepcopy(v) for k, v in row.trainjob.items() if k != "status"}
-        spec = wire.setdefault("spec", {})
-        spec["trainer"] = dict(spec.get("trainer") or {}, numNodes=replicas)
-        return self._update(row, TrainJob.model_validate(wire), create_only=False)
-
-    @staticmethod
-    def _snapshot_runtime(row: TrainJobRow) -> AnyRuntime | None:
-        from kubetrain.api import ClusterTrainingRuntime, TrainingRuntime
-        from kubetrain.api.loader import load_text
-        from kubetrain.compiler.plugins.snapshot import DATA_KEY, snapshot_name
-
-        for o in row.objects:
-            if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == snapshot_name(row.name):
-                found = load_text((o.get("data") or {}).get(DATA_KEY, ""), "runtime snapshot").objects
-                return next((r for r in found if isinstance(r, ClusterTrainingRuntime | TrainingRuntime)), None)
-        return None
+        """Set ``spec.trainer.numNodes``, as ``kubectl scale`` does (``changes.scale``)."""
+        return changes.scale(self.store, self._row(name, namespace), replicas)
 
     def _spawn_supervisor(self, namespace: str, name: str) -> None:
         """Start the detached supervisor. The TrainJob was created with *our* pid as its owner; the child waits
         for ``go`` on stdin, which we send only after recording its pid. If we die in between, the child exits
         without acting and readers see the TrainJob's owner (us) gone: it is never run twice or silently lost."""
-        from kubetrain.local.supervisor import GO
+        from kubetrain.local.supervisor.controller import GO
 
         out: IO[bytes]
         with open(paths.supervisor_log(), "ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kubetrain.local.supervisor", namespace, name],
+                [sys.executable, "-m", "kubetrain.local.supervisor.controller", namespace, name],
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -402,7 +327,7 @@ class LocalBackend:
     def log_stream(
         self, name: str, namespace: str, options: LogOptions, *, ended: threading.Event | None = None
     ) -> Iterator[LogItem]:
-        """Each step's log in chunks as written (see ``kubetrain.local.logstream``); ``ended`` tells a follow that
+        """Each step's log in chunks as written (see ``kubetrain.local.logs.stream``); ``ended`` tells a follow that
         the supervisor (of this process) has ended, so it finishes without waiting for its next look."""
         self._row(name, namespace)
         stream = LocalLogStream(
@@ -478,7 +403,7 @@ class LocalBackend:
         remove_files(row, keep_logs=keep_logs)
 
     def _stop_supervisor(self, row: TrainJobRow) -> None:
-        from kubetrain.local import terminate
+        from kubetrain.local.sandbox import terminate
 
         assert row.supervisor_pid is not None
         grace = max(
@@ -531,7 +456,7 @@ class LocalBackend:
     @staticmethod
     def claim_path(pvc: dict[str, Any]) -> str:
         meta = pvc["metadata"]
-        return str(core.claim_dir(meta.get("namespace", "default"), meta["name"], meta["uid"]))
+        return str(paths.claim_dir(meta.get("namespace", "default"), meta["name"], meta["uid"]))
 
     def core_users(self, kind: str, name: str, namespace: str) -> list[str]:
         """TrainJobs whose pods use the object (``describe``'s "Used By")."""

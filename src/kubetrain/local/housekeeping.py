@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api import constants as C
-from kubetrain.local import paths, reaper, status
+from kubetrain.local import paths
 from kubetrain.local.config import Retention
-from kubetrain.local.store import Store, TrainJobRow
+from kubetrain.local.store import reaper, status
+from kubetrain.local.store.db import Store, TrainJobRow
 
 
 @dataclass

@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import shutil
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
-from kubetrain.local import paths, reaper, status
-from kubetrain.local.store import Store, TrainJobRow, now_rfc3339
+from kubetrain.local import paths
+from kubetrain.local.store import reaper, status
+from kubetrain.local.store.db import Store, TrainJobRow
+from kubetrain.local.store.status import now_rfc3339
 
 if TYPE_CHECKING:
     from kubetrain.api.core import CoreObject
@@ -34,11 +35,6 @@ PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 class NotFoundError(KubetrainError):
     pass
-
-
-def claim_dir(namespace: str, name: str, uid: str) -> Path:
-    """The directory a local claim is bound to."""
-    return paths.home() / "claims" / namespace / f"{name}-{uid[:8]}"
 
 
 def volume_name(uid: str) -> str:
@@ -102,7 +98,7 @@ def apply(store: Store, manifest: dict[str, Any], namespace: str) -> str:
             new.pop("status", None)
             new["metadata"]["finalizers"] = [PVC_PROTECTION]
             # Bound at once (a default StorageClass's Immediate binding): the directory exists from now on.
-            root = claim_dir(ns, name, new["metadata"]["uid"])
+            root = paths.claim_dir(ns, name, new["metadata"]["uid"])
             root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             root.mkdir(exist_ok=True)
         return store.put_object(new)
@@ -190,8 +186,8 @@ def delete(store: Store, kind: str, name: str, namespace: str) -> str:
                         "that finishes or is deleted, as pvc-protection defers it)")
         store.delete_object(kind, namespace, name)
     if kind == KIND_PVC:
-        shutil.rmtree(claim_dir(namespace, name, obj["metadata"]["uid"]), ignore_errors=True)
-        return f"{what} (its data at {claim_dir(namespace, name, obj['metadata']['uid'])} was removed)"
+        shutil.rmtree(paths.claim_dir(namespace, name, obj["metadata"]["uid"]), ignore_errors=True)
+        return f"{what} (its data at {paths.claim_dir(namespace, name, obj['metadata']['uid'])} was removed)"
     return what
 
 
@@ -234,7 +230,7 @@ def finalize_claims(store: Store) -> None:
             if claim_users(store, ns, name):
                 continue
             store.delete_object(KIND_PVC, ns, name)
-        shutil.rmtree(claim_dir(ns, name, meta.get("uid", "")), ignore_errors=True)
+        shutil.rmtree(paths.claim_dir(ns, name, meta.get("uid", "")), ignore_errors=True)
 
 
 def check_claims(store: Store, namespace: str, objects: list[dict[str, Any]]) -> None:

@@ -57,6 +57,11 @@ def claims_dir(namespace: str, name: str) -> Path:
     return home() / "volumes" / namespace / name
 
 
+def claim_dir(namespace: str, name: str, uid: str) -> Path:
+    """The directory an applied PersistentVolumeClaim is bound to (its uid keeps a re-created claim apart)."""
+    return home() / "claims" / namespace / f"{name}-{uid[:8]}"
+
+
 def container_log(pod_log: Path, container: str | None, default: str | None) -> Path:
     """The log file of one container of a pod whose default container writes ``pod_log`` (``node-0-0.log``): the
     others write ``node-0-0.<container>.log`` beside it (container names hold no dot)."""
