@@ -10,10 +10,10 @@ STAMP := $(VENV)/.installed
 # Debian packages the local backend uses: OpenMPI for real mpirun (and MPICH for mpiImplementation: MPICH, whose
 # alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns >/dev/null \
+	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns, nftables (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns nftables >/dev/null \
 	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux (its tests will be skipped)"; \
 	  else \
 	    echo "note: mpirun/bwrap missing and not root; MPI and mount-namespace features will be skipped"; \

@@ -21,9 +21,9 @@ def test_quickstart_on_the_restricted_runtime(tmp_path: Path) -> None:
     job = yaml.safe_load((ROOT / "examples/quickstart/trainjob.yaml").read_text())
     job["metadata"]["name"] = "quickstart-restricted"
     job["spec"]["runtimeRef"]["name"] = "torch-distributed-restricted"
-    # Locally a pod without workingDir starts in the manifest's directory: put train.py next to it, outside
-    # /tmp, which the runtime's emptyDir covers inside the pod.
-    work = Path(tempfile.mkdtemp(prefix=".restricted-quickstart-", dir=ROOT))
+    # Locally a pod without workingDir starts in the manifest's directory: put train.py next to it, below /tmp on
+    # purpose, which the runtime's emptyDir covers inside the pod (the directory stays visible on top of it).
+    work = Path(tempfile.mkdtemp(prefix="restricted-quickstart-", dir="/tmp"))
     work.chmod(0o755)  # its pods run as uid 1000, which must read train.py like a file of the image
     shutil.copy(ROOT / "examples/quickstart/train.py", work / "train.py")
     manifest = work / "trainjob.yaml"

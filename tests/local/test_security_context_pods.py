@@ -303,18 +303,39 @@ def test_a_working_directory_the_uid_cannot_read_is_named(backend: LocalBackend,
     assert f"Fix: `chmod o+rx {wd}`" in failed["message"]
 
 
-def test_a_working_directory_under_a_volume_is_named(backend: LocalBackend, tmp_path: Path) -> None:
+def test_a_working_directory_under_a_volume_stays_visible(backend: LocalBackend, tmp_path: Path) -> None:
+    # An emptyDir at a parent of the manifest's directory (restricted runtimes mount one at /tmp): the pod still
+    # starts in its working directory and reads the files beside the manifest, and the volume is still empty.
+    wd = workdir(tmp_path)
+    (wd / "train.py").write_text("print('the script beside the manifest')")
+    code = (
+        "import os; print(open('train.py').read()); "
+        f"print('volume holds', sorted(e for e in os.listdir({str(tmp_path)!r}) if e != 'wd'))"
+    )
+    pod = {
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "containers": [{"name": "node", "image": "p", "command": [sys.executable, "-c", code],
+                        "volumeMounts": [{"name": "tmp", "mountPath": str(tmp_path)}]}],
+    }
+    st = run(backend, pod, wd, name="covered")
+    assert condition(st, "Complete") is not None, st
+    out = "\n".join(backend.logs("covered", "default", step="node", follow=False))
+    assert "print('the script beside the manifest')" in out and "volume holds []" in out, out
+
+
+def test_a_volume_at_the_working_directory_itself_is_named(backend: LocalBackend, tmp_path: Path) -> None:
     wd = workdir(tmp_path)
     pod = {
         "volumes": [{"name": "tmp", "emptyDir": {}}],
         "containers": [{"name": "node", "image": "p", "command": cmd(),
-                        "volumeMounts": [{"name": "tmp", "mountPath": str(tmp_path)}]}],
+                        "volumeMounts": [{"name": "tmp", "mountPath": str(wd)}]}],
     }
     failed = condition(run(backend, pod, wd, name="covered"), "Failed")
     assert failed is not None and failed["reason"] == "PodStartFailed"
     assert (
-        f"its working directory defaults to the manifest's directory {wd}, which the volume 'tmp' mounted at "
-        f"{tmp_path} covers inside the pod. Fix: keep the manifest (and the files it runs) outside {tmp_path}"
+        f"its working directory defaults to the manifest's directory {wd}, and the volume 'tmp' is mounted at "
+        f"exactly that path inside the pod. Fix: keep the manifest (and the files it runs) in a directory below or "
+        f"beside {wd}, or set workingDir"
     ) in failed["message"]
 
 
@@ -353,8 +374,9 @@ def test_exec_probes_run_as_the_container(backend: LocalBackend, tmp_path: Path)
 @needs_torch
 @pytest.mark.slow
 def test_the_restricted_runtime_trains_with_its_security_context_applied(tmp_path: Path, kt_home: Path) -> None:
-    # Not below /tmp, which the runtime's emptyDir covers inside the pod (on a cluster the script is in the image).
-    wd = Path(tempfile.mkdtemp(prefix=".restricted-", dir=Path(__file__).resolve().parents[2]))
+    # Below /tmp on purpose: the runtime's emptyDir covers /tmp inside the pod, and the script beside the
+    # manifest (on a cluster it would be in the image) must stay visible and read-only there.
+    wd = Path(tempfile.mkdtemp(prefix="restricted-", dir="/tmp"))
     wd.chmod(0o755)
     try:
         _train_restricted(wd)

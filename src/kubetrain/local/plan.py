@@ -2,7 +2,7 @@
 
 Replicated job × replica → one Job; each Job has ``completions`` pods with Indexed-completion semantics. Names and
 hostnames follow the JobSet convention ``<jobset>-<rjob>-<replica>-<index>.<subdomain>``, and every pod gets its
-own loopback address (``127.1.x.y``) inside the TrainJob's network namespace.
+own address (``10.250.x.y``) on the TrainJob's pod network, as a pod gets one from its node's pod CIDR.
 """
 
 from __future__ import annotations
@@ -110,9 +110,15 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
+GATEWAY = "10.250.0.1"
+"""The TrainJob's side of its pod network (the bridge every pod's ``eth0`` is attached to): the pods' default
+route, their ``status.hostIP``, and where the local status endpoint listens. The network namespace holder
+(``sandbox/_nsholder.py``, a stdlib-only script) carries the same constant."""
+
+
 def address(n: int) -> str:
-    """The n-th pod's loopback address; 127.0.0.0/24 stays free for ``localhost``."""
-    return f"127.1.{n // 250}.{n % 250 + 2}"
+    """The n-th pod's address on the TrainJob's pod network (10.250.0.0/16, private to the TrainJob)."""
+    return f"10.250.{n // 250}.{n % 250 + 2}"
 
 
 def elastic_policy(objects: list[dict[str, Any]]) -> dict[str, Any] | None:

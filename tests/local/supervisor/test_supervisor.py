@@ -319,7 +319,8 @@ def test_gpus_are_handed_out_per_pod_with_cuda_visible_devices(
 
 
 @pytest.mark.skipif(
-    shutil.which("slirp4netns") is None, reason="slirp4netns not installed (make system-deps)"
+    shutil.which("slirp4netns") is None or shutil.which("nft") is None,
+    reason="slirp4netns and nft (nftables) not installed (make system-deps)",
 )
 def test_pods_reach_the_hosts_network_through_outbound_nat(backend: LocalBackend, tmp_path: Path) -> None:
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -10,26 +10,40 @@ Protocol: prints ``ready <pid>`` (or ``error <message>``) once; then reads JSON 
 ``{"id", "kind": "listen", "host", "port"}`` opens a TCP listening socket inside the namespace and hands it to the
 supervisor over the control socket (``argv[1]``, a SOCK_SEQPACKET fd) as ``{"id", "port"}`` with the fd attached,
 or ``{"id", "error"}``: the supervisor then serves pods from its own process, without a forwarder.
+
+Pods have network namespaces of their own, as on a node: the TrainJob's namespace holds a bridge (``kt0``, the
+gateway ``GATEWAY``) and each pod's namespace a veth ``eth0`` with the pod's address on the bridge's subnet, so
+``hostname -I``, MPI's interface discovery and a pod's own ``localhost`` behave as in a cluster, and two pods may
+bind the same port. ``{"id", "kind": "pod", "name", "address"}`` makes one (a keeper process forked from here
+holds it, so it keeps the holder's capabilities) and answers ``{"id", "ok", "pid"}``; ``{"id", "kind": "release",
+"name"}`` ends it. ``{"id", "kind": "nat"}`` forwards the pods' traffic to the outbound interface (``tap0``,
+slirp4netns) with masquerading, through ``nft``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import json
 import os
 import signal
 import socket
-import struct
+import subprocess
 import sys
 import threading
+
+import _netlink as nl  # a sibling file: this script runs with -S, outside the package
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
-SIOCGIFFLAGS = 0x8913
-SIOCSIFFLAGS = 0x8914
-IFF_UP = 0x1
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+CAP_NET_ADMIN = 12
+BRIDGE = "kt0"
+GATEWAY, PREFIX, SUBNET = "10.250.0.1", 16, "10.250.0.0/16"
+OUTBOUND = "tap0"
+
+_keepers: dict[str, tuple[int, int]] = {}  # pod name -> (keeper pid, the pipe end whose closing ends it)
+_veths = 0
 
 
 def _fail(message: str) -> None:
@@ -56,13 +70,121 @@ def _setup() -> None:
                 f.write(f"{gid} {gid} 1")
         except OSError as exc:
             _fail(f"mapping uid {uid} into the new user namespace: {exc.strerror}")
+    if rootless:
+        _keep_net_admin(libc)
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            req = struct.pack("16sH22x", b"lo", 0)
-            flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
-            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+        nl.set_up("lo")
+        nl.create_bridge(BRIDGE)
+        nl.add_address(BRIDGE, GATEWAY, PREFIX)
+        nl.set_up(BRIDGE)
     except OSError as exc:
-        _fail(f"bringing up loopback in the new network namespace: {exc.strerror}")
+        _fail(f"setting up the TrainJob's network (loopback, bridge {BRIDGE}): {exc.strerror or exc}")
+
+
+def _pod(req: dict[str, object]) -> dict[str, object]:
+    """A network namespace for one pod, with ``eth0`` on the bridge; held by a forked keeper until released."""
+    global _veths
+    name, address = str(req["name"]), str(req["address"])
+    if name in _keepers:
+        return {"ok": True, "pid": _keepers[name][0]}
+    up_r, up_w = os.pipe()  # keeper -> holder: b"n" namespace made, b"k" configured, else an error text
+    go_r, go_w = os.pipe()  # holder -> keeper: b"v" veth made; EOF: exit
+    pid = os.fork()
+    if pid == 0:  # the keeper: only syscalls from here on, then os._exit
+        try:
+            os.close(up_r)
+            os.close(go_w)
+            devnull = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):  # the holder's pipes to the supervisor are not the keeper's to hold open
+                os.dup2(devnull, fd)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() == 1:
+                os._exit(0)  # the holder died before the line above
+            if libc.unshare(CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(network namespace)")
+            nl.set_up("lo")
+            os.write(up_w, b"n")
+            if os.read(go_r, 1) != b"v":
+                os._exit(0)
+            nl.add_address("eth0", address, PREFIX)
+            nl.set_up("eth0")
+            nl.add_default_route(GATEWAY, "eth0")
+            os.write(up_w, b"k")
+            os.close(up_w)
+            while os.read(go_r, 1):
+                pass
+        except BaseException as exc:
+            try:
+                os.write(up_w, f"{exc}".encode()[:200] or b"failed")
+            except OSError:
+                pass
+        os._exit(0)
+    os.close(up_w)
+    os.close(go_r)
+    try:
+        if os.read(up_r, 200) != b"n":
+            raise OSError("the pod's network namespace could not be made")
+        _veths += 1
+        host = f"kt{_veths}"
+        nl.create_veth(host, "eth0", pid)
+        nl.set_up(host, master=BRIDGE)
+        os.write(go_w, b"v")
+        answer = os.read(up_r, 200)
+        if answer != b"k":
+            raise OSError(answer.decode(errors="replace") or "the pod's network could not be configured")
+    except OSError as exc:
+        os.close(go_w)
+        os.close(up_r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return {"ok": False, "error": f"pod {name}: {exc.strerror or exc}"}
+    os.close(up_r)
+    _keepers[name] = (pid, go_w)
+    return {"ok": True, "pid": pid}
+
+
+def _release(req: dict[str, object]) -> dict[str, object]:
+    keeper = _keepers.pop(str(req["name"]), None)
+    if keeper is not None:
+        os.close(keeper[1])  # the keeper reads EOF and exits; its namespace (and veth) go with it
+        os.waitpid(keeper[0], 0)
+    return {"ok": True}
+
+
+def _nat() -> dict[str, object]:
+    """Forward the pods' traffic to the outbound interface, masqueraded as its address (slirp4netns NATs only
+    what comes from its own subnet)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+            f.write("1")
+    except OSError as exc:
+        return {"ok": False, "error": f"enabling forwarding: {exc.strerror}"}
+    rules = (
+        "table ip kubetrain {\n chain postrouting {\n  type nat hook postrouting priority 100; policy accept;\n"
+        f'  ip saddr {SUBNET} oifname "{OUTBOUND}" masquerade\n }}\n}}\n'
+    )
+    try:
+        done = subprocess.run(["nft", "-f", "-"], input=rules.encode(), capture_output=True, timeout=10)
+    except FileNotFoundError:
+        return {"ok": False, "error": "nft (nftables) is not installed"}
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"ok": False, "error": f"nft: {exc}"}
+    if done.returncode != 0:
+        return {"ok": False, "error": f"nft: {done.stderr.decode(errors='replace').strip()}"}
+    return {"ok": True}
+
+
+def _keep_net_admin(libc: ctypes.CDLL) -> None:
+    """Keep CAP_NET_ADMIN across exec as an ambient capability, for ``nft``: a non-root uid loses every
+    capability at exec otherwise. Only ``nft`` is ever executed from here (keepers are forked, never exec)."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}
+    if libc.capget(header, data) != 0:
+        return
+    data[2] |= 1 << CAP_NET_ADMIN
+    if libc.capset(header, data) == 0:
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_ADMIN, 0, 0)
 
 
 def _probe(req: dict[str, object]) -> bool:
@@ -123,9 +245,17 @@ def main() -> None:
             req = json.loads(line)
         except ValueError:
             continue
-        if req.get("kind") == "listen":
+        kind = req.get("kind")
+        if kind == "listen":
             if control is not None:
                 _listen(control, req)
+            continue
+        if kind in ("pod", "release", "nat"):
+            # In this (the main) thread: forking a keeper must not race another fork or request.
+            answer = _pod(req) if kind == "pod" else _release(req) if kind == "release" else _nat()
+            with _write:
+                sys.stdout.write(json.dumps({"id": req["id"], **answer}) + "\n")
+                sys.stdout.flush()
             continue
         threading.Thread(target=_answer, args=(req,), daemon=True).start()
     os._exit(0)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -44,7 +45,8 @@ class NetworkNamespace:
         self.rootless = rootless
         self._lock = threading.Lock()
         self._next = 0
-        self._waiting: dict[int, Future[bool]] = {}
+        self._waiting: dict[int, Callable[[dict[str, Any]], None]] = {}
+        self._pods: dict[str, list[str]] = {}  # pod -> the prefix entering its network namespace
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin: IO[bytes] = proc.stdin
         self._ready = False
@@ -108,23 +110,73 @@ class NetworkNamespace:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
+    def _ask(self, req: dict[str, Any], on_answer: Callable[[dict[str, Any]], None]) -> None:
+        """Send ``req`` to the holder; ``on_answer`` gets its answer (``{"ok": False, ...}`` if it is gone)."""
+        with self._lock:
+            self._next += 1
+            rid = self._next
+            self._waiting[rid] = on_answer
+            try:
+                self._stdin.write(json.dumps({**req, "id": rid}).encode() + b"\n")
+                self._stdin.flush()
+            except (OSError, ValueError):
+                del self._waiting[rid]
+                on_answer({"ok": False, "error": "the network namespace holder is gone"})
+
+    def _call(self, req: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """``_ask`` and wait; None when no answer came within ``timeout``."""
+        done = threading.Event()
+        box: list[dict[str, Any]] = []
+
+        def on_answer(answer: dict[str, Any]) -> None:
+            box.append(answer)
+            done.set()
+
+        self._ask(req, on_answer)
+        return box[0] if done.wait(timeout) else None
+
     def probe(self, kind: str, host: str, port: int, *, path: str = "/", timeout: float = 1.0) -> Future[bool]:
         """A tcp or http readiness check run from inside the namespace; resolves to False if the holder is gone."""
         from concurrent.futures import Future  # only jobs with readiness probes need it
 
-        fut: Future[bool] = Future()
-        with self._lock:
-            self._next += 1
-            rid = self._next
-            self._waiting[rid] = fut
-            req = {"id": rid, "kind": kind, "host": host, "port": port, "path": path, "timeout": timeout}
-            try:
-                self._stdin.write(json.dumps(req).encode() + b"\n")
-                self._stdin.flush()
-            except (OSError, ValueError):
-                del self._waiting[rid]
-                fut.set_result(False)
-        return fut
+        out: Future[bool] = Future()
+        req = {"kind": kind, "host": host, "port": port, "path": path, "timeout": timeout}
+        self._ask(req, lambda answer: out.set_result(bool(answer.get("ok"))))
+        return out
+
+    def pod_network(self, name: str, address: str, timeout: float = 10.0) -> list[str]:
+        """Make pod ``name``'s own network namespace (``eth0`` with ``address`` on the TrainJob's bridge), once;
+        returns the prefix that runs a command inside it. Raises ``NamespaceError``."""
+        known = self._pods.get(name)
+        if known is not None:
+            return known
+        answer = self._call({"kind": "pod", "name": name, "address": address}, timeout)
+        if answer is None:
+            raise NamespaceError(f"pod {name}: its network namespace was not made within {timeout:g}s")
+        if not answer.get("ok"):
+            raise NamespaceError(f"could not make the network of {answer.get('error') or 'pod ' + name}")
+        net = f"--net=/proc/{int(answer['pid'])}/ns/net"
+        argv = (
+            ["nsenter", f"--user={self.user_path}", net, "--preserve-credentials", "--"]
+            if self.rootless
+            else ["nsenter", net, "--"]
+        )
+        self._pods[name] = argv
+        return argv
+
+    def release_pod(self, name: str) -> None:
+        """End pod ``name``'s network namespace (the pod was removed); a later ``pod_network`` makes a new one."""
+        if self._pods.pop(name, None) is not None:
+            self._ask({"kind": "release", "name": name}, lambda answer: None)
+
+    def forward_outbound(self, timeout: float = 10.0) -> None:
+        """Route the pods' traffic out through the outbound interface (after ``start_outbound``). Raises
+        ``NamespaceError`` saying why it could not."""
+        answer = self._call({"kind": "nat"}, timeout)
+        if answer is None:
+            raise NamespaceError("forwarding the pods' traffic timed out")
+        if not answer.get("ok"):
+            raise NamespaceError(str(answer.get("error") or "forwarding the pods' traffic failed"))
 
     def listen(self, host: str, port: int = 0, timeout: float = 10.0) -> socket.socket:
         """A TCP socket listening on ``host:port`` *inside* the namespace (port 0: the kernel picks one), usable
@@ -162,11 +214,11 @@ class NetworkNamespace:
             with self._lock:
                 fut = self._waiting.pop(int(ans.get("id", -1)), None)
             if fut is not None:
-                fut.set_result(bool(ans.get("ok")))
+                fut(ans)
         with self._lock:
             left, self._waiting = self._waiting, {}
         for fut in left.values():
-            fut.set_result(False)
+            fut({"ok": False, "error": "the network namespace holder is gone"})
 
     def close(self) -> None:
         try:

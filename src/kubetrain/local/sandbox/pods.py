@@ -17,7 +17,7 @@ from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
-from kubetrain.local.plan import PodPlan
+from kubetrain.local.plan import GATEWAY, PodPlan
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env
 from kubetrain.local.sandbox.namespaces import Bind, bwrap_argv
@@ -178,6 +178,7 @@ class Container:
     env: dict[str, str]
     program: str = ""  # the container's own command[0] (before any local wrapping), checked before the start
     security: sc.Security | None = None
+    enter: list[str] = field(default_factory=list)  # the prefix entering the pod's network namespace
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
@@ -191,7 +192,7 @@ class PodContext:
 
     namespace: str
     uid: str
-    enter: list[str]  # runs a command inside the TrainJob's network namespace (``NetworkNamespace.enter_argv``)
+    network: Callable[[str, str], list[str]] | None  # (pod, address) -> the prefix entering the pod's network
     rootless: bool
     hosts_file: str
     workdir: str
@@ -225,7 +226,9 @@ def prepare_container(
         rootless=ctx.rootless,
     )
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
-    env = container_env(c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, where=where)
+    env = container_env(
+        c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, host_ip=GATEWAY, where=where
+    )
     env.update(ctx.extra_env)
     env["HOSTNAME"] = pod.name
     if security.home is not None and not any(e.get("name") == "HOME" for e in c.get("env") or []):
@@ -242,9 +245,9 @@ def prepare_container(
             {
                 "OMPI_MCA_plm_rsh_agent": rsh_agent(),
                 rsh.PORT_ENV: str(ctx.rsh_port),
-                # Pods of one TrainJob reach each other over loopback addresses inside their network namespace.
-                "OMPI_MCA_btl_tcp_if_include": "lo",
-                "OMPI_MCA_oob_tcp_if_include": "lo",
+                # Pods of one TrainJob reach each other through their eth0 (its pod network), as on a cluster.
+                "OMPI_MCA_btl_tcp_if_include": "eth0",
+                "OMPI_MCA_oob_tcp_if_include": "eth0",
                 "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
             }
         )
@@ -267,7 +270,10 @@ def prepare_container(
             f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
             "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
         )
-    return Container(name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security)
+    enter = ctx.network(pod.name, pod.address) if ctx.network is not None else []
+    return Container(
+        name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security, enter=enter
+    )
 
 
 def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
@@ -287,17 +293,22 @@ def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
     return [os.path.realpath(p) for p in out]
 
 
-def _check_workdir_visible(chdir: str, spec: dict[str, Any], where: str) -> None:
-    """The manifest's directory (the local default working directory) hidden under a volume (an emptyDir at
-    /tmp, as restricted runtimes have) would fail as an unexplained crash loop: say so instead."""
+def _workdir_through_volumes(chdir: str, spec: dict[str, Any], where: str, read_only: bool) -> list[Bind]:
+    """The manifest's directory (the local default working directory, standing in for the image's files) stays
+    visible when a volume covers one of its parents (an emptyDir at /tmp, as restricted runtimes have, with the
+    manifest under /tmp): it is bound again on top of the volume, as an image's files would be beside it. A volume
+    mounted at that very directory would hide it either way: that is said instead of an unexplained crash."""
+    covered = False
     for m in spec.get("volumeMounts") or []:
         dest = os.path.normpath(m.get("mountPath") or "/")
-        if chdir == dest or chdir.startswith(dest.rstrip("/") + "/"):
+        if chdir == dest:
             raise PodError(
-                f"{where}: its working directory defaults to the manifest's directory {chdir}, which the volume "
-                f"{m.get('name')!r} mounted at {dest} covers inside the pod. Fix: keep the manifest (and the files "
-                f"it runs) outside {dest}, or set workingDir"
+                f"{where}: its working directory defaults to the manifest's directory {chdir}, and the volume "
+                f"{m.get('name')!r} is mounted at exactly that path inside the pod. Fix: keep the manifest (and the "
+                f"files it runs) in a directory below or beside {dest}, or set workingDir"
             )
+        covered = covered or chdir.startswith(dest.rstrip("/") + "/")
+    return [Bind(chdir, chdir, read_only)] if covered else []
 
 
 def start_container(
@@ -311,9 +322,10 @@ def start_container(
 ) -> None:
     binds = container_binds(container.spec, volumes, where)
     chdir = container.spec.get("workingDir") or ctx.workdir
-    if not container.spec.get("workingDir"):
-        _check_workdir_visible(chdir, container.spec, where)
     security = container.security
+    if not container.spec.get("workingDir"):
+        read_only = security is not None and security.read_only_root
+        binds += _workdir_through_volumes(chdir, container.spec, where, read_only)
     other_user = security is not None and not security.rootless and security.uid != 0
     if other_user:
         assert security is not None
@@ -326,7 +338,7 @@ def start_container(
     check_exec_size(container.argv, container.env, where)
     command = [*(security.exec_prefix() if security is not None else []), *container.argv]
     argv = bwrap_argv(
-        enter=ctx.enter,
+        enter=container.enter,
         hostname=pod.name,
         binds=binds,
         hosts_file=ctx.hosts_file,
@@ -511,7 +523,7 @@ def run_exec_probe(probe: dict[str, Any], container: Container, ctx: PodContext)
         # The pod's user namespace is a child of the TrainJob's; only from inside the TrainJob's (where the pod's
         # network already is) may we enter it, so: TrainJob namespaces first, then the pod's own.
         spaces = ["-U", "--preserve-credentials", "-m", "-u", "-i", "-p"]
-        argv = [*ctx.enter, "nsenter", "-t", inner[0], *spaces, "--", *command]
+        argv = [*container.enter, "nsenter", "-t", inner[0], *spaces, "--", *command]
     else:
         argv = ["nsenter", "-t", inner[0], "-m", "-u", "-i", "-n", "-p", "--", *command]
     try:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import progress as P
 from kubetrain.api.errors import KubetrainError
+from kubetrain.local.plan import GATEWAY
 from kubetrain.local.statusendpoint.limits import BURST, RATE, log
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 HOST = "kubetrain-status"
 """The endpoint's name inside the TrainJob's network (``/etc/hosts``), as ``<service>.<ns>.svc`` is on a cluster."""
-ADDRESS = "127.0.0.1"
+ADDRESS = GATEWAY
 
 Report = Callable[[str, dict[str, Any]], None]
 """``on_report(pod, trainerStatus)``: called on the server's thread for every accepted report."""

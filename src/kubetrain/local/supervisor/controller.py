@@ -74,7 +74,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             status_server = self._prepare_status_server(certificates)  # made while the steps below wait
             self._preflight()
             self.netns.ready()
-            self.ctx.enter, self.ctx.rootless = self.netns.enter_argv(), self.netns.rootless
+            self.ctx.network, self.ctx.rootless = self.netns.pod_network, self.netns.rootless
             outbound_problem = self._start_outbound()
             self._start_status_server(status_server)
             if outbound_problem:
@@ -223,7 +223,11 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             return "slirp4netns is not installed (`make system-deps`)"
         try:
             self._outbound = start_outbound(self.netns)
+            self.netns.forward_outbound()
         except KubetrainError as exc:
+            if self._outbound is not None:
+                self._outbound.stop()
+                self._outbound = None
             return str(exc)
         (self.dir / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         self.ctx.resolv_conf = str(self.dir / "resolv.conf")

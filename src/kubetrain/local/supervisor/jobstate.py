@@ -116,7 +116,7 @@ class JobState:
         self.ctx = pods.PodContext(
             namespace=namespace,
             uid=row.uid,
-            enter=[],  # set once the network namespace exists
+            network=None,  # set once the network namespace exists
             rootless=os.geteuid() != 0,
             hosts_file=str(self.dir / "hosts"),
             workdir=row.workdir,

@@ -40,6 +40,8 @@ class Rescaler(PodLauncher):
             self._release(removed)
             for p in removed:
                 self._close_pidfds_of(p.containers)
+                if self.netns is not None:
+                    self.netns.release_pod(p.plan.name)
         self._load_objects(objects, addresses={p.name: p.address for p in self.plan.pods()})
         self.jobs = []
         added: list[str] = []
