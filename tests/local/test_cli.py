@@ -244,3 +244,20 @@ def test_logs_follow_streams_until_the_trainjob_finishes(kt_home: Path, tmp_path
     out = kt("logs", "ticker", "-f", timeout=60).stdout
     assert out.splitlines() == ["tick 0", "tick 1", "tick 2"]
     assert get_json("ticker")["status"]["conditions"][-1]["type"] == "Complete"
+
+
+def test_banner_and_event_name_the_environments_images_map_to(kt_home: Path, tmp_path: Path) -> None:
+    other = tmp_path / "otherenv"
+    (other / "bin").mkdir(parents=True)
+    kt_home.mkdir(parents=True, exist_ok=True)
+    (kt_home / "images.yaml").write_text(yaml.safe_dump({"example.com/frameworks/*": str(other)}))
+    mapped = container(py("import os; print('PATH0=' + os.environ['PATH'].split(':')[0])"), name="node")
+    mapped["image"] = "example.com/frameworks/tf:2"
+    plain = container(py("print('plain')"), name="side")
+    rt = runtime("envs", [rjob("node", [mapped, plain], ancestor="trainer")])
+    r = kt("run", "-f", write(tmp_path / "envs.yaml", rt, trainjob("envs", "envs")))
+    said = f"pods use the Python environments {other} (example.com/frameworks/tf:2); {sys.prefix} (python:3.11)"
+    assert said in r.stderr, r.stderr
+    assert f"PATH0={other}/bin" in r.stdout, r.stdout
+    desc = " ".join(kt("describe", "trainjob", "envs").stdout.split())
+    assert f"pods run in the Python environments {other} (example.com/frameworks/tf:2); {sys.prefix}" in desc, desc

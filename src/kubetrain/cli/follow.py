@@ -450,7 +450,7 @@ def run_local(
     if verb == "replaced":
         _say(f"{title}: replaced the finished run of that name")
     _say(
-        f"{title}: running locally; images are not pulled, pods use the Python environment {sys.prefix} "
+        f"{title}: running locally; images are not pulled, pods use {sup.environments()} "
         "(see docs/local.md to map images)"
     )
     view = LogView(target(sys.stdout), prefix=True)

@@ -80,6 +80,20 @@ def image_env_prefix(image: str | None) -> str:
     return sys.prefix
 
 
+def environments(images: list[str | None]) -> str:
+    """Which Python environments stand in for ``images``, said the way the run banner and the LocalImages
+    event say it: ``the Python environment /x`` when they all map to one, else each environment with its images."""
+    by_env: dict[str, list[str]] = {}
+    for image in images:
+        by_env.setdefault(image_env_prefix(image), [])
+        if image and image not in by_env[image_env_prefix(image)]:
+            by_env[image_env_prefix(image)].append(image)
+    if len(by_env) <= 1:
+        return f"the Python environment {next(iter(by_env), sys.prefix)}"
+    parts = [f"{env} ({', '.join(imgs) or 'no image'})" for env, imgs in by_env.items()]
+    return "the Python environments " + "; ".join(parts)
+
+
 def base_env(image: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith(_SCRUB_PREFIXES)}
     prefix = image_env_prefix(image)

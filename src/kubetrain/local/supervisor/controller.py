@@ -22,7 +22,7 @@ from kubetrain.api import constants as C
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.logs.index import LogClock
-from kubetrain.local.sandbox import namespaces, pods
+from kubetrain.local.sandbox import namespaces
 from kubetrain.local.sandbox.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
 from kubetrain.local.store import status
 from kubetrain.local.store.db import Store, StoreError
@@ -88,7 +88,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 "Normal",
                 "LocalImages",
                 (
-                    f"images are not pulled locally; pods run in the Python environment {pods.image_env_prefix(None)} "
+                    f"images are not pulled locally; pods run in {self.environments()} "
                     f"(map images to environments in {paths.home() / 'images.yaml'})"
                 ),
             )

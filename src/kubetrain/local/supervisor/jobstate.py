@@ -279,6 +279,15 @@ class JobState:
         """The ``/etc/hosts`` every pod sees (bound into each sandbox: rewriting it in place reaches running pods)."""
         (self.dir / "hosts").write_text(self.plan.hosts_file())
 
+    def environments(self) -> str:
+        """The Python environments this TrainJob's containers run in, one per image mapping (``pods.environments``)."""
+        images = [
+            c.get("image")
+            for p in self.plan.pods()
+            for c in [*(p.spec.get("initContainers") or []), *(p.spec.get("containers") or [])]
+        ]
+        return pods.environments(images)
+
     def log_path(self, pod: PodPlan, container: str | None = None) -> Path:
         """The log of the pod's default container (``kubetrain logs`` without ``-c``, progress from logs), or of
         ``container``: each container of a pod writes its own file, as each has its own log on a node."""
