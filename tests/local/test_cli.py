@@ -261,3 +261,28 @@ def test_banner_and_event_name_the_environments_images_map_to(kt_home: Path, tmp
     assert f"PATH0={other}/bin" in r.stdout, r.stdout
     desc = " ".join(kt("describe", "trainjob", "envs").stdout.split())
     assert f"pods run in the Python environments {other} (example.com/frameworks/tf:2); {sys.prefix}" in desc, desc
+
+
+def test_validate_warns_when_a_trainjob_cannot_fit_this_machine_and_run_overcommit_runs_it(
+    kt_home: Path, tmp_path: Path
+) -> None:
+    kt_home.mkdir(parents=True, exist_ok=True)
+    (kt_home / "config.yaml").write_text(yaml.safe_dump({"capacity": {"cpu": 2}}))
+    node = container(py("print('ran')"))
+    rt = runtime("two-cpu", [rjob("node", [node], ancestor="trainer")])
+    job = trainjob("nb", "two-cpu")
+    job["spec"]["trainer"] = {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}}
+    f = write(tmp_path / "nb.yaml", rt, job)
+    r = kt("validate", "-f", f)
+    said = " ".join(r.stderr.split())
+    assert "warning:" in said and "spec.trainer.resourcesPerNode: trainjob default/nb can never run on this machine: " \
+        "it needs 4 cpu at once (node: 2 pods × 2 cpu), this machine has 2 cpu" in said, r.stderr
+    assert "--overcommit" in said, r.stderr
+    assert kt("validate", "-f", f, "--strict", check=False).returncode == 1
+    refused = kt("run", "-f", f, check=False)
+    assert refused.returncode == 1 and "Unschedulable" in refused.stderr, refused.stderr
+    ok = kt("run", "--replace", "--overcommit", "-f", f)
+    assert sorted(line for line in ok.stdout.splitlines() if line.startswith("[")) == [
+        "[node-0/0] ran", "[node-0/1] ran"
+    ], ok.stdout
+    assert "Overcommitted" in kt("describe", "trainjob", "nb").stdout

@@ -92,6 +92,22 @@ _allow_privileged_option = click.option(
 )
 
 
+_overcommit_option = click.option(
+    "--overcommit",
+    is_flag=True,
+    help="Locally: admit TrainJobs whose pods together ask for more cpu or memory than this machine has (they "
+    "are Unschedulable otherwise); GPUs are never over-committed. No effect on a cluster.",
+)
+
+
+def _overcommit(allow: bool) -> None:
+    if allow:
+        from kubetrain.local.scheduling.gang import OVERCOMMIT_ENV
+
+        # Read by the supervisors of the TrainJobs this command submits (in this process, or inherited).
+        os.environ[OVERCOMMIT_ENV] = "1"
+
+
 def _allow_privileged(allow: bool) -> None:
     if allow:
         from kubetrain.local.sandbox.security_context import PRIVILEGED_ENV
@@ -121,6 +137,7 @@ def register(group: click.Group) -> None:
     @click.option("--delete-on-timeout", is_flag=True,
                   help="On a cluster, delete the TrainJob when --timeout passes (it keeps running otherwise).")
     @_allow_privileged_option
+    @_overcommit_option
     def run(
         files: tuple[str, ...],
         kubeconfig: str | None,
@@ -133,6 +150,7 @@ def register(group: click.Group) -> None:
         timeout: str | None,
         delete_on_timeout: bool,
         allow_privileged: bool,
+        overcommit: bool,
     ) -> None:
         """Run a TrainJob here (or on a cluster) and wait: live steps, streamed logs, the job's exit status.
 
@@ -152,10 +170,12 @@ def register(group: click.Group) -> None:
           kubetrain run -f trainjob.yaml --nohup > run.log   # survives logging out
           kubetrain run -f trainjob.yaml --context kind-kind --timeout 30m     # on a cluster
           sudo kubetrain run -f privileged.yaml --allow-privileged             # root only
+          kubetrain run -f notebook-3x3cpu.yaml --overcommit   # more cpu than this laptop has, shared
         """
         from kubetrain.cli.follow import follow_remote, run_local
 
         _allow_privileged(allow_privileged)
+        _overcommit(overcommit)
         try:
             from kubetrain.api.logtext import parse_duration
 
@@ -225,8 +245,14 @@ def register(group: click.Group) -> None:
     @files_option
     @_with_backend_options
     @_allow_privileged_option
+    @_overcommit_option
     def apply(
-        files: tuple[str, ...], kubeconfig: str | None, context: str | None, namespace: str, allow_privileged: bool
+        files: tuple[str, ...],
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str,
+        allow_privileged: bool,
+        overcommit: bool,
     ) -> None:
         """Create TrainJobs (started in the background) and runtimes, or update them like kubectl.
 
@@ -241,6 +267,7 @@ def register(group: click.Group) -> None:
           kubetrain get trainjobs && kubetrain logs my-job -f
         """
         _allow_privileged(allow_privileged)
+        _overcommit(overcommit)
         backend = _backend(kubeconfig, context)
         cluster = _is_cluster(kubeconfig, context)
         objects, dirs = _load(files, backend, namespace, cluster)

@@ -12,6 +12,7 @@ from kubetrain.api.errors import Result
 from kubetrain.api.podsecurity import LEVELS, Level
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.cli._backend import is_cluster
+from kubetrain.cli._capacity import capacity_warnings
 from kubetrain.cli._common import files_option, print_findings, stderr
 from kubetrain.cli._podsecurity import pod_security
 from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend, close_backend
@@ -37,6 +38,8 @@ def validate_files(
     catalog: list[AnyRuntime] = [*given, *checked.installed]
     checked.result.extend(pod_security(checked.objects, checked.sources, catalog, pod_security_level,
                                        [] if reports is None else reports))
+    if not cluster:
+        checked.result.extend(capacity_warnings(checked.objects, checked.sources, catalog, checked.result))
     return checked.result, checked.documents
 
 

@@ -146,12 +146,16 @@ def configure(home: Path, capacity: dict[str, Any]) -> None:
 
 
 @needs_namespaces
-def test_two_gang_jobs_of_two_cpus_on_two_cpus_run_one_after_the_other(kt_home: Path, tmp_path: Path) -> None:
+def test_two_gang_jobs_of_two_cpus_on_two_cpus_run_one_after_the_other(
+    kt_home: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     configure(kt_home, {"cpu": 2})
-    log = tmp_path / "times"
+    log, release = tmp_path / "times", tmp_path / "release"
+    request.addfinalizer(release.touch)  # a failing assertion must not leave the pods waiting
     code = (
         f"import time, os\nopen({str(log)!r}, 'a').write(f\"{{os.environ['JOB']}} start {{time.time()}}\\n\")\n"
-        f"time.sleep(4)\nopen({str(log)!r}, 'a').write(f\"{{os.environ['JOB']}} end {{time.time()}}\\n\")\n"
+        f"while not os.path.exists({str(release)!r}): time.sleep(0.05)\n"  # the test says when, not a clock
+        f"open({str(log)!r}, 'a').write(f\"{{os.environ['JOB']}} end {{time.time()}}\\n\")\n"
     )
 
     def files(name: str) -> str:
@@ -179,6 +183,7 @@ def test_two_gang_jobs_of_two_cpus_on_two_cpus_run_one_after_the_other(kt_home: 
     desc = subprocess.run([*KUBETRAIN, "describe", "trainjob", "second"], capture_output=True, text=True).stdout
     assert "Queued" in desc, desc
     assert "Insufficient cpu: needs 2, 0 of 2 free; in use by default/first" in " ".join(desc.split()), desc
+    release.touch()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         states = json.loads(
@@ -208,7 +213,9 @@ def test_gpu_request_without_gpus_fails_at_once_as_unschedulable(
     failed = condition(st, "Failed")
     assert failed is not None and failed["reason"] == "Unschedulable"
     assert failed["message"] == (
-        "pod node-0-0 can never fit on this machine: nvidia.com/gpu: requested 1, this machine has 0"
+        "trainjob default/g can never run on this machine: it needs 1 nvidia.com/gpu at once (node: 1 pod × 1 "
+        "nvidia.com/gpu), this machine has 0 nvidia.com/gpu. Fix: lower spec.trainer.resourcesPerNode (or numNodes), "
+        "or run it on a cluster that has them (`--context`); devices are never over-committed"
     )
     assert time.monotonic() - started < 20
     assert "Unschedulable" in [e.reason for e in backend.describe_trainjob("g", "default").events]
@@ -270,3 +277,78 @@ def test_a_finished_gang_member_gives_its_resources_back(kt_home: Path, tmp_path
         assert not other.admit("q", {"q": {"cpu": 1}}).admitted, "the running trainer's is not"
     finally:
         subprocess.run([*KUBETRAIN, "delete", "trainjob", "gi"], capture_output=True)
+
+
+def _states(name: str) -> dict[str, str]:
+    return {s.name: s.state for s in LocalBackend(Store()).describe_trainjob(name, "default").steps}
+
+
+@needs_namespaces
+def test_a_trainjob_larger_than_the_machine_is_unschedulable_at_once_with_its_totals(
+    backend: LocalBackend, kt_home: Path, tmp_path: Path
+) -> None:
+    # What laptop users meet first: 2 nodes × 2 cpu on a 2-core machine. Neither node starts.
+    configure(kt_home, {"cpu": 2})
+    started = tmp_path / "started"
+    node = container(py(f"open({str(started)!r}, 'a').write('x')"), resources={"requests": {"cpu": "2"}})
+    rt = runtime("big", [rjob("node", [node], ancestor="trainer", parallelism=2)])
+    st = run_to_end(backend, [rt, trainjob("big", "big")], tmp_path)
+    failed = condition(st, "Failed")
+    assert failed is not None and failed["reason"] == "Unschedulable", st
+    assert failed["message"].startswith(
+        "trainjob default/big can never run on this machine: it needs 4 cpu at once (node: 2 pods × 2 cpu), this "
+        "machine has 2 cpu. Fix: lower spec.trainer.resourcesPerNode (or numNodes), or run it over-committed with "
+        "`kubetrain run --overcommit`"
+    ), failed["message"]
+    assert not started.exists(), "no pod of a gang that can never fit runs"
+
+
+@needs_namespaces
+def test_overcommit_runs_it_and_says_so(
+    backend: LocalBackend, kt_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(kt_home, {"cpu": 2})
+    monkeypatch.setenv("KUBETRAIN_OVERCOMMIT", "1")  # what `kubetrain run --overcommit` sets for its supervisor
+    node = container(py("print('ran')"), resources={"requests": {"cpu": "2"}})
+    rt = runtime("big", [rjob("node", [node], ancestor="trainer", parallelism=2)])
+    st = run_to_end(backend, [rt, trainjob("big", "big")], tmp_path)
+    assert condition(st, "Complete") is not None, st
+    events = backend.describe_trainjob("big", "default").events
+    said = [e.message for e in events if e.reason == "Overcommitted"]
+    assert said == ["runs over-committed (--overcommit): 4 cpu at once (node: 2 pods × 2 cpu) on 2 cpu"], events
+
+
+@needs_namespaces
+def test_a_gang_that_fits_later_waits_as_a_whole(kt_home: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    configure(kt_home, {"cpu": 3})
+    release = tmp_path / "release"
+    request.addfinalizer(release.touch)
+    wait = py(f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)")
+    holder = runtime("holder", [rjob("node", [container(wait, resources={"requests": {"cpu": "2"}})],
+                                     ancestor="trainer")])  # fmt: skip
+    pair = runtime("pair", [rjob("node", [container(py("print('both')"), resources={"requests": {"cpu": "1"}})],
+                                 ancestor="trainer", parallelism=2)])  # fmt: skip
+    subprocess.run([*KUBETRAIN, "apply", "-f", write(tmp_path / "h.yaml", holder, trainjob("h", "holder"))],
+                   check=True, capture_output=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while _states("h").get("node-0-0") != "Running":
+        assert time.monotonic() < deadline, _states("h")
+        time.sleep(0.05)
+    subprocess.run([*KUBETRAIN, "apply", "-f", write(tmp_path / "p.yaml", pair, trainjob("p", "pair"))],
+                   check=True, capture_output=True)  # fmt: skip
+    queued = ""
+    while "Queued" not in queued:
+        assert time.monotonic() < deadline, queued
+        queued = subprocess.run([*KUBETRAIN, "get", "trainjobs", "p"], capture_output=True, text=True).stdout
+        time.sleep(0.05)
+    # One cpu is free, which would fit one of its two pods: neither may start (never half-started).
+    assert set(_states("p").values()) <= {"Pending"}, _states("p")
+    release.touch()
+    out = subprocess.run([*KUBETRAIN, "logs", "p", "-f"], capture_output=True, text=True, timeout=120).stdout
+    assert sorted(out.splitlines()) == ["[node-0/0] both", "[node-0/1] both"], out
+    assert set(_states("p").values()) == {"Succeeded"}
+
+
+def write(path: Path, *docs: dict[str, Any]) -> str:
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return str(path)

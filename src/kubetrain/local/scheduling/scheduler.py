@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.local.sandbox import pods as pods_
+from kubetrain.local.scheduling.gang import SHARED
 from kubetrain.local.scheduling.resources import GPU, Capacity, add, fmt
 from kubetrain.local.store.db import Store, _Tx
 
@@ -47,9 +48,10 @@ class Scheduler:
         self.capacity = capacity
         self.owner = owner
 
-    def admit(self, key: str, requests: dict[str, dict[str, float]]) -> Decision:
+    def admit(self, key: str, requests: dict[str, dict[str, float]], *, overcommit: bool = False) -> Decision:
         """Admit the pods of ``requests`` (pod -> resource -> amount) together, or queue them under ``key``.
-        Idempotent: asking again for pods that were admitted returns their devices."""
+        Idempotent: asking again for pods that were admitted returns their devices. ``overcommit``: cpu, memory
+        and ephemeral storage never hold them back (``gang.SHARED``); what they take is still booked."""
         o = self.owner
         with self.store.transaction() as c:
             _drop_dead(c)
@@ -86,8 +88,12 @@ class Scheduler:
                 want: dict[str, float] = {}
                 for per_pod in json.loads(req_json).values():
                     want = add(want, per_pod)
-                short = [r for r, v in sorted(want.items()) if v > free.get(r, 0.0) + _EPS]
                 mine = (ns, tj, uid, req_key) == (o.namespace, o.name, o.uid, key)
+                short = [
+                    r
+                    for r, v in sorted(want.items())
+                    if v > free.get(r, 0.0) + _EPS and not (mine and overcommit and r in SHARED)
+                ]
                 if mine and not short:
                     devices = self._allocate(c, requests, taken)
                     c.execute("DELETE FROM sched_queue WHERE seq=?", (seq,))

@@ -271,7 +271,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
         if self._deadline_exceeded(spec.get("activeDeadlineSeconds")):
             return
         self._maybe_rescale()
-        if not self._admit_gang():
+        if not self._check_gangs():
             return
         self._restart_due_pods()
         self._start_ready_jobs()

@@ -24,6 +24,7 @@ from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, elastic_pol
 from kubetrain.local.sandbox import pods
 from kubetrain.local.sandbox.env import ObjectIndex
 from kubetrain.local.sandbox.netns import NetworkNamespace, Outbound
+from kubetrain.local.scheduling import gang
 from kubetrain.local.scheduling.resources import Capacity, find_podgroup, pod_requests
 from kubetrain.local.scheduling.scheduler import Owner, Scheduler
 from kubetrain.local.statusendpoint.progress import ProgressKeeper
@@ -107,7 +108,9 @@ class JobState:
         self.stored_trainer_status: dict[str, Any] | None = None  # as last read from the store (other writers)
         self.capacity = Capacity.of_machine(settings.capacity, str(paths.home()))
         self.scheduler = Scheduler(store, self.capacity, Owner(namespace, name, row.uid))
-        self._gang_admitted = False
+        self._admitted_stages: set[int] = set()
+        self._gangs_checked = False
+        self.overcommit = os.environ.get(gang.OVERCOMMIT_ENV) == "1"
         self._next_admission = 0.0
         self._queued: tuple[str, str] | None = None  # (reason, message) while pods wait for resources
         self.exec_failure: int | None = None  # 127/126 when a container's command could not be executed
@@ -137,6 +140,8 @@ class JobState:
         self.elastic_policy = elastic_policy(objects)
         self.podgroup = find_podgroup(objects)
         self.requests = {p.short: pod_requests(p.spec) for p in self.plan.pods()}
+        self.stages = gang.stages(self.plan, self.requests, one_gang=self.podgroup is not None)
+        self.stage_of = {rjob: s for s in self.stages for rjob in s.rjobs}
         self.refresh_index()
         self.ctx.mpi = self._is_mpi(objects)
         self.ctx.rsh_port = self._rsh_port()
@@ -182,6 +187,7 @@ class JobState:
             for p in j.pods:
                 self._close_pidfds_of(p.containers)
         self.jobs = [JobRun(plan=j, pods=[PodRun(plan=p) for p in j.pods]) for j in self.plan.jobs()]
+        self._admitted_stages = set()  # new pods: each stage is admitted again, as a whole
         for j in self.jobs:
             for p in j.pods:
                 self._dirty.add(p.plan.name)

@@ -10,6 +10,7 @@ from kubetrain.local.sandbox import pods, terminate
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import MOUNT_WAIT, MissingReference
 from kubetrain.local.sandbox.volumes import claim_template_names, pod_volumes
+from kubetrain.local.scheduling import gang
 from kubetrain.local.scheduling.resources import never_fits
 from kubetrain.local.scheduling.scheduler import Decision
 from kubetrain.local.store import status
@@ -49,37 +50,63 @@ class PodLauncher(JobState):
 
     def _decide(self, key: str, requests: dict[str, dict[str, float]]) -> Decision:
         try:
-            return self.scheduler.admit(key, requests)
+            return self.scheduler.admit(key, requests, overcommit=self.overcommit)
         except StoreError as exc:
             self._store_trouble(exc)
             return Decision(False, reason="StoreUnavailable", message=f"the local scheduler cannot decide: {exc}")
 
-    def _admit_gang(self) -> bool:
-        """With a PodGroup, every pod of the TrainJob is admitted at once or none is."""
-        if self.podgroup is None or self._gang_admitted:
+    def _check_gangs(self) -> bool:
+        """Every stage of the TrainJob fits this machine when idle, or the TrainJob is Unschedulable at once,
+        naming the totals, before any of its pods (an initializer, say) has run."""
+        if self._gangs_checked:
             return True
-        total: dict[str, float] = {}
-        for req in self.requests.values():
-            for k, v in req.items():
-                total[k] = total.get(k, 0.0) + v
-        name = f"pod group {self.podgroup['metadata']['name']}"
-        missing = never_fits(total, self.capacity)
-        if missing:
-            self._unschedulable(name, missing)
-            return False
-        if time.monotonic() < self._next_admission:
-            return False
-        decision = self._decide("gang", self.requests)
-        if not decision.admitted:
-            self._next_admission = time.monotonic() + ADMISSION_RETRY
-            self._set_queued(decision.reason, decision.message)
-            return False
-        self._gang_admitted = True
-        for j in self.jobs:
-            for p in j.pods:
-                p.admitted = True
-                p.gpus = decision.devices.get(p.plan.short) if self.capacity.gpus else None
-        self._clear_queued(name)
+        who = f"{self.namespace}/{self.name}"
+        for stage in self.stages:
+            missing = gang.shortfalls(stage, self.capacity, overcommit=self.overcommit)
+            if missing:
+                msg = gang.never_fits_message(who, stage, self.capacity, missing)
+                status.fail(self.status, status.REASON_UNSCHEDULABLE, msg)
+                self.event("Warning", status.REASON_UNSCHEDULABLE, msg)
+                return False
+            over = gang.overcommitted(stage, self.capacity) if self.overcommit else []
+            if over:
+                self.event("Warning", "Overcommitted", f"runs over-committed (--overcommit): {'; '.join(over)}")
+        self._gangs_checked = True
+        return True
+
+    def _admit_stage(self, rjob: str) -> bool:
+        """The pods that run at the same time as ``rjob``'s (its stage, ``gang``) are admitted together or none
+        is: a TrainJob is never half-started, and a stage that can fit later waits as a whole."""
+        stage = self.stage_of.get(rjob)
+        if stage is None or stage.index in self._admitted_stages:
+            return True
+        members = [p for j in self.jobs for p in j.pods if j.plan.rjob in stage.rjobs and not p.admitted]
+        requests = {p.plan.short: self.requests[p.plan.short] for p in members if self.requests[p.plan.short]}
+        name = f"the pods of {', '.join(stage.rjobs)}"
+        if requests:
+            if time.monotonic() < self._next_admission:
+                return False
+            decision = self._decide(f"stage-{stage.index}", requests)
+            if not decision.admitted:
+                self._next_admission = time.monotonic() + ADMISSION_RETRY
+                self._set_queued(decision.reason, decision.message)
+                for p in members:
+                    if p.message != decision.message:
+                        p.message = decision.message
+                        self._dirty.add(p.plan.name)
+                return False
+            devices = decision.devices
+        else:
+            devices = {}
+        for p in members:
+            p.admitted = True
+            p.gpus = devices.get(p.plan.short, []) if self.capacity.gpus else None
+            if p.message is not None and p.state == "Pending":
+                p.message = None
+                self._dirty.add(p.plan.name)
+        self._admitted_stages.add(stage.index)
+        if requests:
+            self._clear_queued(name)
         return True
 
     def _admit_pod(self, pod: PodRun) -> bool:
@@ -127,7 +154,7 @@ class PodLauncher(JobState):
         for j in self.jobs:
             for p in j.pods:
                 p.admitted, p.gpus = False, None
-        self._gang_admitted = False
+        self._admitted_stages = set()
         try:
             self.scheduler.release_all()
         except StoreError as exc:

@@ -30,6 +30,8 @@ class ReadinessGate(PodLauncher):
                 deps.append((order[i - 1], "Ready"))
             if not all(self._rjob_satisfied(d, s) for d, s in deps):
                 continue
+            if not self._admit_stage(rj.name):
+                continue  # waits (queued) or can never run (the TrainJob failed)
             for j in self.jobs:
                 if j.plan.rjob != rj.name or j.state not in ("Pending", "Active"):
                     continue

@@ -1,0 +1,50 @@
+"""The machine-capacity part of ``kubetrain validate`` on this machine: a TrainJob whose pods could never run
+here at once (2 nodes × 2 cpu on a 2-core laptop) is a warning before it is submitted, with the totals and the
+fix the local scheduler would give it as ``Unschedulable``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubetrain.api.errors import Finding, Result
+from kubetrain.api.loader import Manifest
+from kubetrain.api.runtime import AnyRuntime
+from kubetrain.api.trainjob import TrainJob
+from kubetrain.cli._common import Source, describe, tag
+
+
+def capacity_warnings(
+    objects: Sequence[Manifest], sources: Sequence[Source], catalog: Sequence[AnyRuntime], checked: Result
+) -> Result:
+    """One warning per TrainJob (without errors of its own) that could never be admitted on this machine."""
+    from kubetrain.compiler import compile_trainjob, resolve_runtime
+    from kubetrain.compiler.keys import fixed_keygen
+    from kubetrain.local import config, paths
+    from kubetrain.local.plan import build_plan, find_jobset
+    from kubetrain.local.scheduling import gang
+    from kubetrain.local.scheduling.resources import Capacity, find_podgroup, pod_requests
+
+    broken = {f.obj for f in checked.errors}
+    result = Result()
+    capacity: Capacity | None = None
+    for obj, source in zip(objects, sources, strict=True):
+        if not isinstance(obj, TrainJob) or describe(obj) in broken:
+            continue
+        runtime, _ = resolve_runtime(obj, catalog)
+        if runtime is None:
+            continue
+        compiled = compile_trainjob(obj, runtime, keygen=fixed_keygen())
+        plan = build_plan(find_jobset(compiled))
+        requests = {p.short: pod_requests(p.spec) for p in plan.pods()}
+        if capacity is None:
+            capacity = Capacity.of_machine(config.load().capacity, str(paths.home()))
+        found = Result()
+        for stage in gang.stages(plan, requests, one_gang=find_podgroup(compiled) is not None):
+            missing = gang.shortfalls(stage, capacity)
+            if missing:
+                message = gang.never_fits_message(f"{obj.namespace}/{obj.name}", stage, capacity, missing)
+                head, _, fix = message.partition(". Fix: ")
+                found.warnings.append(Finding("spec.trainer.resourcesPerNode", head, fix or None, "warning"))
+                break
+        result.extend(tag(found, obj, source))
+    return result
