@@ -323,6 +323,30 @@ def test_a_working_directory_under_a_volume_stays_visible(backend: LocalBackend,
     assert "print('the script beside the manifest')" in out and "volume holds []" in out, out
 
 
+def test_the_python_environment_under_a_volume_stays_visible(backend: LocalBackend, tmp_path: Path) -> None:
+    # A checkout (and its .venv) under /tmp with a runtime mounting an emptyDir at /tmp: the environment standing
+    # in for the image is bound again on top of the volume, which otherwise stays empty.
+    parent = os.path.dirname(os.path.realpath(sys.prefix))
+    code = (
+        "import json, os, sys; print('python', sys.prefix); "
+        f"print('beside it', json.dumps(sorted(os.listdir({parent!r}))))"
+    )
+    pod = {
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "containers": [{"name": "node", "image": "p", "command": ["python3", "-c", code],
+                        "volumeMounts": [{"name": "tmp", "mountPath": parent}]}],
+    }
+    st = run(backend, pod, workdir(tmp_path), name="envcovered")
+    assert condition(st, "Complete") is not None, st
+    out = "\n".join(backend.logs("envcovered", "default", step="node", follow=False))
+    assert f"python {sys.prefix}" in out, out
+    beside = next(line for line in out.splitlines() if line.startswith("beside it"))
+    seen = set(json.loads(beside.removeprefix("beside it ")))
+    # Only what stands in for the image (the environment, and kubetrain's own code when it lives there).
+    assert os.path.basename(os.path.realpath(sys.prefix)) in seen, out
+    assert seen <= {os.path.basename(os.path.realpath(sys.prefix)), "src"}, out
+
+
 def test_a_volume_at_the_working_directory_itself_is_named(backend: LocalBackend, tmp_path: Path) -> None:
     wd = workdir(tmp_path)
     pod = {

@@ -5,12 +5,16 @@ fix the local scheduler would give it as ``Unschedulable``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from kubetrain.api.errors import Finding, Result
+from kubetrain.api.errors import Finding, KubetrainError, Result
 from kubetrain.api.loader import Manifest
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.cli._common import Source, describe, tag
+
+if TYPE_CHECKING:
+    from kubetrain.local.scheduling.resources import Capacity
 
 
 def capacity_warnings(
@@ -19,25 +23,27 @@ def capacity_warnings(
     """One warning per TrainJob (without errors of its own) that could never be admitted on this machine."""
     from kubetrain.compiler import compile_trainjob, resolve_runtime
     from kubetrain.compiler.keys import fixed_keygen
-    from kubetrain.local import config, paths
     from kubetrain.local.plan import build_plan, find_jobset
     from kubetrain.local.scheduling import gang
-    from kubetrain.local.scheduling.resources import Capacity, find_podgroup, pod_requests
+    from kubetrain.local.scheduling.resources import find_podgroup, pod_requests
 
     broken = {f.obj for f in checked.errors}
     result = Result()
-    capacity: Capacity | None = None
+    capacity = None
     for obj, source in zip(objects, sources, strict=True):
         if not isinstance(obj, TrainJob) or describe(obj) in broken:
             continue
         runtime, _ = resolve_runtime(obj, catalog)
         if runtime is None:
             continue
-        compiled = compile_trainjob(obj, runtime, keygen=fixed_keygen())
-        plan = build_plan(find_jobset(compiled))
-        requests = {p.short: pod_requests(p.spec) for p in plan.pods()}
+        try:
+            compiled = compile_trainjob(obj, runtime, keygen=fixed_keygen())
+            plan = build_plan(find_jobset(compiled))
+            requests = {p.short: pod_requests(p.spec) for p in plan.pods()}
+        except KubetrainError:
+            continue  # its runtime is invalid: that is reported on the runtime, with a warning on the TrainJob
         if capacity is None:
-            capacity = Capacity.of_machine(config.load().capacity, str(paths.home()))
+            capacity = _capacity()
         found = Result()
         for stage in gang.stages(plan, requests, one_gang=find_podgroup(compiled) is not None):
             missing = gang.shortfalls(stage, capacity)
@@ -48,3 +54,15 @@ def capacity_warnings(
                 break
         result.extend(tag(found, obj, source))
     return result
+
+
+def _capacity() -> Capacity:
+    """This machine as the local scheduler sees it: ``capacity:`` of config.yaml when $KUBETRAIN_HOME can be read
+    (validate only reads; a broken home is reported by the commands that need it)."""
+    from kubetrain.local import config, paths
+    from kubetrain.local.scheduling.resources import Capacity
+
+    try:
+        return Capacity.of_machine(config.load().capacity, str(paths.home()))
+    except KubetrainError:
+        return Capacity.of_machine()

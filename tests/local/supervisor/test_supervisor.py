@@ -126,7 +126,9 @@ def test_gang_that_can_never_fit_fails_at_once_naming_the_resource(backend: Loca
     st = run_to_end(backend, [rt, trainjob("huge", "huge")], tmp_path)
     failed = condition(st, "Failed")
     assert failed is not None and failed["reason"] == "Unschedulable", st
-    assert failed["message"].startswith("pod group huge can never fit on this machine: cpu: requested 512, this")
+    assert failed["message"].startswith(
+        "trainjob default/huge can never run on this machine: it needs 512 cpu at once (node: 1 pod × 512 cpu), this"
+    ), failed["message"]
     steps = backend.describe_trainjob("huge", "default").steps
     assert [(s.state, s.exit_code) for s in steps] == [("Pending", None)], "no pod of the gang may start"
 

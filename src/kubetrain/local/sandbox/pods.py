@@ -307,22 +307,31 @@ def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
     return [os.path.realpath(p) for p in out]
 
 
-def _workdir_through_volumes(chdir: str, spec: dict[str, Any], where: str, read_only: bool) -> list[Bind]:
-    """The manifest's directory (the local default working directory, standing in for the image's files) stays
-    visible when a volume covers one of its parents (an emptyDir at /tmp, as restricted runtimes have, with the
-    manifest under /tmp): it is bound again on top of the volume, as an image's files would be beside it. A volume
-    mounted at that very directory would hide it either way: that is said instead of an unexplained crash."""
-    covered = False
-    for m in spec.get("volumeMounts") or []:
-        dest = os.path.normpath(m.get("mountPath") or "/")
+def _through_volumes(
+    chdir: str | None, needed: list[str], spec: dict[str, Any], where: str, read_only: bool
+) -> list[Bind]:
+    """What stands in for the image stays visible when a volume covers one of its parents (an emptyDir at /tmp,
+    as restricted runtimes have, with the manifest or this checkout's Python environment under /tmp): the
+    manifest's directory (``chdir``, the local default working directory) and the ``needed`` host paths (the
+    Python environment, kubetrain's code) are bound again on top of the volume, as an image's files would sit
+    beside it. A volume mounted at the working directory itself would hide it either way: that is said instead
+    of an unexplained crash."""
+    mounts = [(os.path.normpath(m.get("mountPath") or "/"), m.get("name")) for m in spec.get("volumeMounts") or []]
+    for dest, name in mounts:
         if chdir == dest:
             raise PodError(
                 f"{where}: its working directory defaults to the manifest's directory {chdir}, and the volume "
-                f"{m.get('name')!r} is mounted at exactly that path inside the pod. Fix: keep the manifest (and the "
+                f"{name!r} is mounted at exactly that path inside the pod. Fix: keep the manifest (and the "
                 f"files it runs) in a directory below or beside {dest}, or set workingDir"
             )
-        covered = covered or chdir.startswith(dest.rstrip("/") + "/")
-    return [Bind(chdir, chdir, read_only)] if covered else []
+    covered = sorted(
+        {p for p in ([chdir] if chdir else []) + needed if any(p.startswith(d.rstrip("/") + "/") for d, _ in mounts)}
+    )
+    out: list[str] = []
+    for p in covered:  # a path below one already bound comes with it
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return [Bind(p, p, read_only) for p in out]
 
 
 def start_container(
@@ -337,9 +346,10 @@ def start_container(
     binds = container_binds(container.spec, volumes, where)
     chdir = container.spec.get("workingDir") or ctx.workdir
     security = container.security
-    if not container.spec.get("workingDir"):
-        read_only = security is not None and security.read_only_root
-        binds += _workdir_through_volumes(chdir, container.spec, where, read_only)
+    read_only = security is not None and security.read_only_root
+    default_dir = None if container.spec.get("workingDir") else chdir
+    needed = [p for p in _reach(container, ctx, chdir)[1:] if os.path.isdir(p)]
+    binds += _through_volumes(default_dir, needed, container.spec, where, read_only)
     other_user = security is not None and not security.rootless and security.uid != 0
     if other_user:
         assert security is not None
