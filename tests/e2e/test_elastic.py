@@ -21,7 +21,17 @@ import yaml
 from kubetrain import pki
 from kubetrain.k8s.client import Client, Resource
 from kubetrain.k8s.client import resources as r
-from tests.e2e.conftest import REPO, OperatorProcess, call, free_port, get, torch_runtime, trainjob, wait_until
+from tests.e2e.conftest import (
+    KUBECTL,
+    REPO,
+    OperatorProcess,
+    call,
+    free_port,
+    get,
+    torch_runtime,
+    trainjob,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 certs = pytest.importorskip("kubetrain.k8s.certs", reason="webhook certificates module not installed")
@@ -29,7 +39,6 @@ names = pytest.importorskip("kubetrain.k8s.webhook.names", reason="webhook packa
 
 VWC = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "", namespaced=False)
 MWC = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "", namespaced=False)
-KUBECTL = os.environ.get("KUBETRAIN_E2E_KUBECTL", "/opt/cp/bin/kubectl")
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
 
 
@@ -120,6 +129,8 @@ def elastic_runtime(name: str, namespace: str) -> dict[str, Any]:
 
 
 def kubectl(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not found: put it on PATH or set KUBETRAIN_E2E_KUBECTL")
     env = dict(os.environ, KUBECONFIG=os.environ["KUBETRAIN_E2E_KUBECONFIG"])
     out = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env)
     if not quiet:  # shown with pytest -s: what a user would see
