@@ -152,6 +152,24 @@ def _release(req: dict[str, object]) -> dict[str, object]:
     return {"ok": True}
 
 
+_nat_result: list[dict[str, object]] = []
+_nat_thread: threading.Thread | None = None
+
+
+def _nat_later() -> None:
+    """Set up forwarding while the supervisor does other things: the rule names the outbound interface, so it
+    may exist before slirp4netns attaches it. ``{"kind": "nat"}`` then only collects the result."""
+    global _nat_thread
+    _nat_thread = threading.Thread(target=lambda: _nat_result.append(_nat()), daemon=True)
+    _nat_thread.start()
+
+
+def _nat_answer() -> dict[str, object]:
+    if _nat_thread is not None:
+        _nat_thread.join()
+    return _nat_result[0] if _nat_result else {"ok": False, "error": "forwarding was not set up"}
+
+
 def _nat() -> dict[str, object]:
     """Forward the pods' traffic to the outbound interface, masqueraded as its address (slirp4netns NATs only
     what comes from its own subnet)."""
@@ -238,6 +256,7 @@ def _answer(req: dict[str, object]) -> None:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1])) if len(sys.argv) > 1 else None
     _setup()
+    _nat_later()
     sys.stdout.write(f"ready {os.getpid()}\n")
     sys.stdout.flush()
     for line in sys.stdin:
@@ -252,7 +271,7 @@ def main() -> None:
             continue
         if kind in ("pod", "release", "nat"):
             # In this (the main) thread: forking a keeper must not race another fork or request.
-            answer = _pod(req) if kind == "pod" else _release(req) if kind == "release" else _nat()
+            answer = _pod(req) if kind == "pod" else _release(req) if kind == "release" else _nat_answer()
             with _write:
                 sys.stdout.write(json.dumps({"id": req["id"], **answer}) + "\n")
                 sys.stdout.flush()

@@ -32,6 +32,23 @@ HOLDER = str(Path(__file__).with_name("_nsholder.py"))
 SLIRP_DNS = "10.0.2.3"
 
 
+class _Pending:
+    """One answer of the holder, awaited (``get``) by whoever needs it first."""
+
+    __slots__ = ("_answer", "_done")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._answer: dict[str, Any] | None = None
+
+    def set(self, answer: dict[str, Any]) -> None:
+        self._answer = answer
+        self._done.set()
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        return self._answer if self._done.wait(timeout) else None
+
+
 class NetworkNamespace:
     """A live network namespace: ``enter_argv()`` runs a command inside, ``probe()`` checks a port from inside."""
 
@@ -46,7 +63,7 @@ class NetworkNamespace:
         self._lock = threading.Lock()
         self._next = 0
         self._waiting: dict[int, Callable[[dict[str, Any]], None]] = {}
-        self._pods: dict[str, list[str]] = {}  # pod -> the prefix entering its network namespace
+        self._pending: dict[str, _Pending] = {}  # pod -> its network namespace, made or being made
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin: IO[bytes] = proc.stdin
         self._ready = False
@@ -144,29 +161,36 @@ class NetworkNamespace:
         self._ask(req, lambda answer: out.set_result(bool(answer.get("ok"))))
         return out
 
+    def prefetch(self, pods: list[tuple[str, str]]) -> None:
+        """Ask for the networks of ``pods`` (name, address) now, without waiting: the holder makes them while the
+        caller does other things, and ``pod_network`` then finds them ready."""
+        for name, address in pods:
+            self._request_pod(name, address)
+
+    def _request_pod(self, name: str, address: str) -> _Pending:
+        pending = self._pending.get(name)
+        if pending is None:
+            pending = self._pending[name] = _Pending()
+            self._ask({"kind": "pod", "name": name, "address": address}, pending.set)
+        return pending
+
     def pod_network(self, name: str, address: str, timeout: float = 10.0) -> list[str]:
-        """Make pod ``name``'s own network namespace (``eth0`` with ``address`` on the TrainJob's bridge), once;
+        """Pod ``name``'s own network namespace (``eth0`` with ``address`` on the TrainJob's bridge), made once;
         returns the prefix that runs a command inside it. Raises ``NamespaceError``."""
-        known = self._pods.get(name)
-        if known is not None:
-            return known
-        answer = self._call({"kind": "pod", "name": name, "address": address}, timeout)
+        answer = self._request_pod(name, address).get(timeout)
         if answer is None:
             raise NamespaceError(f"pod {name}: its network namespace was not made within {timeout:g}s")
         if not answer.get("ok"):
+            self._pending.pop(name, None)  # asked again next time: the pod may start once the cause is gone
             raise NamespaceError(f"could not make the network of {answer.get('error') or 'pod ' + name}")
         net = f"--net=/proc/{int(answer['pid'])}/ns/net"
-        argv = (
-            ["nsenter", f"--user={self.user_path}", net, "--preserve-credentials", "--"]
-            if self.rootless
-            else ["nsenter", net, "--"]
-        )
-        self._pods[name] = argv
-        return argv
+        if self.rootless:
+            return ["nsenter", f"--user={self.user_path}", net, "--preserve-credentials", "--"]
+        return ["nsenter", net, "--"]
 
     def release_pod(self, name: str) -> None:
         """End pod ``name``'s network namespace (the pod was removed); a later ``pod_network`` makes a new one."""
-        if self._pods.pop(name, None) is not None:
+        if self._pending.pop(name, None) is not None:
             self._ask({"kind": "release", "name": name}, lambda answer: None)
 
     def forward_outbound(self, timeout: float = 10.0) -> None:
@@ -227,16 +251,12 @@ class NetworkNamespace:
             pass
         if self._control is not None:
             self._control.close()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        except ValueError:
-            pass
-        for stream in (self._proc.stdout, self._proc.stderr):
-            if stream is not None:
-                stream.close()
+        # Not waited for: the holder exits on EOF (its pods' namespaces with it) and the TrainJob's end does not
+        # wait for that; the subprocess module reaps it later. A holder that ignored EOF still dies with us.
+        if self._proc.poll() is not None:
+            for stream in (self._proc.stdout, self._proc.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 @dataclass
@@ -248,17 +268,11 @@ class Outbound:
 
     def stop(self) -> None:
         os.close(self.exit_w)  # slirp4netns exits when this pipe closes, also if the supervisor is killed
-        # Its exit is reaped in the background: the TrainJob's end does not wait for it.
-        threading.Thread(target=self._reap, daemon=True).start()
-
-    def _reap(self) -> None:
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+        # Not waited for: the TrainJob's end does not wait for it. The subprocess module reaps a dropped child
+        # (it keeps unwaited ones and collects them when it next starts a process).
+        self.proc.poll()
 
 
 def outbound_available() -> bool:

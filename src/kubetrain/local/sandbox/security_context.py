@@ -20,6 +20,7 @@ bounding set equal to the container's, as under containerd.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 from dataclasses import dataclass
@@ -185,10 +186,17 @@ def _image_groups(user: pwd.struct_passwd | None) -> list[int]:
     them by default."""
     if user is None:
         return []
+    return list(_group_list(user.pw_name, user.pw_gid))
+
+
+@functools.lru_cache(maxsize=64)
+def _group_list(name: str, gid: int) -> tuple[int, ...]:
+    # Read once per supervisor: the group database is consulted (NSS) for every container otherwise, tens of
+    # milliseconds each on a busy machine, and a pod's groups are fixed when its TrainJob starts anyway.
     try:
-        return [g for g in os.getgrouplist(user.pw_name, user.pw_gid) if g != user.pw_gid]
+        return tuple(g for g in os.getgrouplist(name, gid) if g != gid)
     except OSError:
-        return []
+        return ()
 
 
 def resolve(

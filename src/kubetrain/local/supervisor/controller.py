@@ -74,6 +74,8 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             status_server = self._prepare_status_server(certificates)  # made while the steps below wait
             self._preflight()
             self.netns.ready()
+            # The holder makes every pod's network while the outbound NAT and the status endpoint come up.
+            self.netns.prefetch([(p.name, p.address) for p in self.plan.pods()])
             self.ctx.network, self.ctx.rootless = self.netns.pod_network, self.netns.rootless
             outbound_problem = self._start_outbound()
             self._start_status_server(status_server)
