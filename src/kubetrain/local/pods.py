@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api.errors import KubetrainError
-from kubetrain.local import paths
+from kubetrain.local import known_images, paths
 from kubetrain.local import security_context as sc
 from kubetrain.local.env import ObjectIndex, command_line, container_env
 from kubetrain.local.namespaces import Bind, bwrap_argv
@@ -233,7 +233,7 @@ def prepare_container(
         env["HOME"] = security.home
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-    argv = command_line(c, env)
+    argv = command_line(known_images.with_entrypoint(c), env)
     program = argv[0] if argv else ""
     if ctx.mpi:
         from kubetrain.local import rsh
@@ -263,9 +263,14 @@ def prepare_container(
         elif argv:
             argv = ["/bin/sh", "-c", f'{shlex.join(serve)} --quiet & exec "$@"', "kubetrain-pod", *argv]
     if not argv:
+        fix = (
+            "set spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
+            if c.get("name") == "node"
+            else "set command on this container in the runtime"
+        )
         raise PodError(
-            f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
-            "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
+            f"{where}: no command. Locally there is no entrypoint to fall back to for image {c.get('image')!r} "
+            f"(kubetrain knows those of {', '.join(k.repository for k in known_images.KNOWN_IMAGES)}); {fix}"
         )
     return Container(name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security)
 
