@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(_Formatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request drowns what matters
     started = time.monotonic()
     try:
         settings = from_env(step)
