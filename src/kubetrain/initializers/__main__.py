@@ -35,12 +35,15 @@ log = logging.getLogger("kubetrain.initializers")
 
 
 class _Formatter(logging.Formatter):
+    """``time=... level=... initializer=<step> <message with key=value pairs>``, one line per record."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__()
+        self.step = step
+
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
-        return f"time={stamp} level={record.levelname} initializer={_STEP} {record.getMessage()}"
-
-
-_STEP = "-"
+        return f"time={stamp} level={record.levelname} initializer={self.step} {record.getMessage()}"
 
 
 def _fetch(settings: Settings) -> str:
@@ -73,7 +76,6 @@ def _fetch(settings: Settings) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global _STEP
     args = sys.argv[1:] if argv is None else argv
     if args in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
@@ -82,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: expected one argument, dataset or model; got {' '.join(args) or 'none'}\n\n{USAGE}")
         return EXIT_USAGE
     step: Step = "dataset" if args[0] == "dataset" else "model"
-    _STEP = step
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(_Formatter())
+    handler.setFormatter(_Formatter(step))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP request drowns what matters
     started = time.monotonic()
