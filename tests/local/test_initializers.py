@@ -6,6 +6,8 @@ this machine (``file://``), in a PersistentVolumeClaim, and on a Hugging Face hu
 from __future__ import annotations
 
 import base64
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -252,3 +254,29 @@ def test_a_command_on_a_known_image_wins_over_its_entrypoint(backend: LocalBacke
     assert condition(status, "Complete"), status
     log = "\n".join(backend.logs(name, "default", step="dataset-initializer", follow=False))
     assert "own command, storage gs://not/fetched" in log
+
+
+def test_initializers_as_an_unprivileged_user(tmp_path: Path) -> None:
+    """Without root: the initializers write the shared volume as the invoking user, from files that user owns."""
+    import yaml
+
+    from .test_rootless import USER, as_user, unprivileged_account, user_env, userns_usable
+
+    with unprivileged_account(USER) as pw:
+        if problem := userns_usable(pw):
+            pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
+        job = Path(pw.pw_dir) / "init-job"
+        shutil.rmtree(job, ignore_errors=True)
+        write(job, {"src/data/train.jsonl": "rows", "model/config.json": "{}"})
+        tj = trainjob("rootless-init", "init-check", initializer={
+            "dataset": {"storageUri": f"file://{job}/src"}, "model": {"storageUri": f"file://{job}/model"}})
+        (job / "job.yaml").write_text(yaml.safe_dump_all([init_runtime(), tj], sort_keys=False))
+        for p in (job, *job.rglob("*")):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        env = user_env(pw)
+        r = as_user(pw, [sys.executable, "-m", "kubetrain.cli.main", "run", "-f", "job.yaml"], env=env, cwd=str(job))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "found dataset/data/train.jsonl rows" in r.stdout and "found model/config.json {}" in r.stdout
+        volume = Path(env["KUBETRAIN_HOME"]) / "volumes" / "default" / "rootless-init" / "initializer"
+        copied = volume / "dataset" / "data" / "train.jsonl"
+        assert copied.read_text() == "rows" and copied.stat().st_uid == pw.pw_uid
