@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.supervisor import Supervisor
+from kubetrain.local.supervisor.controller import Supervisor
 
 from ..initializers.fakehub import __file__ as FAKEHUB
 from .conftest import condition, needs_namespaces, trainjob
