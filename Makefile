@@ -23,7 +23,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,train]'
+	$(BIN)/pip install -q -e '.[dev,train,initializers,torchtune]'
 	touch $(STAMP)
 
 install: system-deps $(STAMP)

@@ -79,3 +79,76 @@ def test_validation(runtime: str, trainer: dict[str, object], path: str, message
 )
 def test_model_of(name: str, model: str) -> None:
     assert model_of(name) == model
+
+
+def errors_of(runtime: str, **trainer: object) -> list[tuple[str, str]]:
+    shipped = runtime.startswith("torchtune-llama3.2")
+    rt = builtin_runtime(runtime) if shipped else tune_runtime(runtime, IMMUTABLE).build()
+    assert rt is not None
+    tj = TrainJobBuilder(runtime=runtime).trainer(command=["tune", "run"], **trainer).build()
+    return [(e.path, e.message) for e in validate_trainjob(tj, rt).errors]
+
+
+@pytest.mark.parametrize("runtime", ["torchtune-llama3.2-1b", "torchtune-llama3.2-3b"])
+def test_the_shipped_runtimes_take_one_node_only(runtime: str) -> None:
+    model = model_of(runtime)
+    assert errors_of(runtime, numNodes=2) == [("spec.trainer.numNodes", f"must be 1 for {model} model")]
+    assert errors_of(runtime, numNodes=1) == []
+
+
+def test_numnodes_is_the_trainjobs_not_the_runtimes() -> None:
+    # Upstream reads spec.trainer.numNodes (default 1), never the runtime's mlPolicy.numNodes.
+    rt = RuntimeBuilder(name="torchtune-llama3.2-1b").ml(numNodes=2, torch={}).trainer(
+        command=["tune", "run", *IMMUTABLE]).build()
+    tj = TrainJobBuilder(runtime="torchtune-llama3.2-1b").trainer(command=["tune", "run"]).build()
+    assert validate_trainjob(tj, rt).errors == []
+
+
+QLORA = ["model.lora_attn_modules=[q_proj,v_proj]", "model.quantize_base=True"]
+
+
+def test_qlora_on_llama_3_2_needs_one_device() -> None:
+    # numProcPerNode unset is `auto`, as upstream reads it, and the runtime asks for 2 GPUs: a distributed QLoRA
+    # config, which upstream refuses for these models.
+    assert errors_of("torchtune-llama3.2-1b", args=QLORA) == [
+        ("spec.trainer.numProcPerNode", "must be auto or 1 for llama3_2/1B model when using QLoRA"),
+        ("spec.trainer.resourcesPerNode", "must have gpu resource with value 1 for llama3_2/1B model when using QLoRA"),
+    ]
+    # One GPU: the single-device QLoRA config, allowed.
+    assert errors_of("torchtune-llama3.2-1b", args=QLORA, resourcesPerNode={"limits": {"nvidia.com/gpu": 1}}) == []
+    # model.use_dora=true turns QLoRA off (it becomes DoRA over LoRA).
+    assert errors_of("torchtune-llama3.2-3b", args=[*QLORA, "model.use_dora=True"]) == []
+
+
+def test_lora_is_single_node_even_for_the_multinode_model() -> None:
+    assert errors_of("torchtune-llama3.3-70b", numNodes=4, args=["model.lora_attn_modules=[q_proj]"]) == [
+        ("spec.trainer.numNodes", "LoRA fine-tuning is not supported for multi-node training in TorchTune")]
+    assert errors_of("torchtune-llama3.3-70b", numNodes=4) == []
+
+
+def test_unsupported_model_still_reports_every_other_finding() -> None:
+    assert errors_of("torchtune-gpt-9", numNodes=3, args=["tokenizer.path=/x"]) == [
+        ("spec.runtimeRef.name", "must have a supported pretrained model, invalid model configured: gpt/9"),
+        ("spec.trainer.numNodes", "must be 1 for gpt/9 model"),
+        ("spec.trainer.args[0]",
+         'must not set immutable config "tokenizer.path" in trainer args; it is managed by the runtime'),
+    ]
+
+
+def test_runtime_command_on_several_nodes_is_warned_not_refused() -> None:
+    """Without [tune, run] upstream runs the runtime's command as is and checks nothing; on two nodes its
+    `--rdzv_endpoint=localhost` never joins them, which kubetrain says (as a warning, upstream accepts it)."""
+    rt = builtin_runtime("torchtune-llama3.2-1b")
+    assert rt is not None
+    result = validate_trainjob(TrainJobBuilder(runtime="torchtune-llama3.2-1b").trainer(numNodes=2).build(), rt)
+    assert result.errors == []
+    assert [(w.path, w.message) for w in result.warnings] == [(
+        "spec.trainer.numNodes",
+        "2 nodes each run the runtime's own `tune run --rdzv_endpoint=localhost:...`, so they never meet; the "
+        "torchtune checks (upstream allows only 1 node for llama3_2/1B) apply only to a TrainJob whose command is "
+        "[tune, run]",
+    )]
+    one = validate_trainjob(TrainJobBuilder(runtime="torchtune-llama3.2-1b").trainer(numNodes=1).build(), rt)
+    assert one.warnings == [] and one.errors == []
+    other = TrainJobBuilder(runtime="torchtune-llama3.2-1b").trainer(numNodes=2, command=["torchrun", "t.py"])
+    assert validate_trainjob(other.build(), rt).warnings == []

@@ -200,7 +200,9 @@ class Torch:
                     fix,
                 )
         if torchtune.is_torchtune(info.trainjob):
-            result.extend(torchtune.validate(info, resolve_num_proc(info)))
+            result.extend(torchtune.validate(info))
+        else:
+            result.extend(torchtune.warn_runtime_command(info))
         return result
 
 

@@ -85,8 +85,44 @@ def mutate_command(info: Info, nproc: str) -> None:
     info.trainer_command = command
 
 
-def validate(info: Info, nproc: str) -> Result:
-    """TorchTune's checks; ``nproc`` is the resolved ``PET_NPROC_PER_NODE`` (the Torch plugin computes it)."""
+def runs_runtime_tune(info: Info) -> bool:
+    """The TrainJob sets no command and the runtime's trainer runs ``tune run ...`` as it stands."""
+    t = info.trainjob.spec.trainer
+    if t is not None and t.command is not None:
+        return False
+    trainer_ps = info.trainer()
+    node = trainer_ps.container(c.NODE) if trainer_ps else None
+    return node is not None and list(node.get("command") or [])[:2] == ENTRYPOINT
+
+
+def warn_runtime_command(info: Info) -> Result:
+    """Upstream checks torchtune TrainJobs only when their command is ``[tune, run]``. Without it the runtime's own
+    command runs unchanged on every node, and a shipped torchtune runtime's rendezvous is ``localhost``: with more
+    than one node the nodes never meet. Upstream accepts that TrainJob, so this is a warning, not an error."""
+    result = Result()
+    trainer_ps = info.trainer()
+    if trainer_ps is None or trainer_ps.count <= 1 or not runs_runtime_tune(info):
+        return result
+    node = trainer_ps.container(c.NODE) or {}
+    if not any(str(a).startswith("--rdzv_endpoint=localhost") for a in node.get("command") or []):
+        return result
+    model = model_of(info.trainjob.spec.runtime_ref.name)
+    single_node = model in SUPPORTED_MODELS and model != MULTINODE_MODEL
+    rule = f" (upstream allows only 1 node for {model})" if single_node else ""
+    result.warn(
+        "spec.trainer.numNodes",
+        f"{trainer_ps.count} nodes each run the runtime's own `tune run --rdzv_endpoint=localhost:...`, so they "
+        f"never meet; the torchtune checks{rule} apply only to a TrainJob whose command is [tune, run]",
+        "set spec.trainer.command: [tune, run] (the recipe and config are then chosen for the node count), or "
+        "numNodes: 1",
+    )
+    return result
+
+
+def validate(info: Info) -> Result:
+    """Upstream's checks of a ``tune run`` TrainJob. Like upstream they read the TrainJob as written: its
+    ``numNodes`` (default 1, whatever the runtime says), its ``numProcPerNode`` (default ``auto``) and its
+    ``resourcesPerNode`` (else the runtime's), not the values the compiler resolves."""
     result = Result()
     model = model_of(info.trainjob.spec.runtime_ref.name)
     t = info.trainjob.spec.trainer
@@ -97,11 +133,10 @@ def validate(info: Info, nproc: str) -> Result:
             f"must have a supported pretrained model, invalid model configured: {model}",
             f"use a torchtune runtime for one of {', '.join(SUPPORTED_MODELS)}",
         )
-        return result
-    trainer_ps = info.trainer()
-    num_nodes = (t.num_nodes if t and t.num_nodes is not None else None) or (trainer_ps.count if trainer_ps else 1)
+    num_nodes = t.num_nodes if t is not None and t.num_nodes is not None else 1
     if num_nodes > 1 and model != MULTINODE_MODEL:
         result.error("spec.trainer.numNodes", f"must be 1 for {model} model", "set numNodes: 1")
+    nproc = str(t.num_proc_per_node) if t is not None and t.num_proc_per_node is not None else "auto"
     _, config = recipe_and_config(model, num_nodes, nproc, info.gpu_count(), args)
     if "_qlora" in config and model == QWEN:
         result.error("spec.runtimeRef.name", f"QLoRA is not supported for {QWEN} model", "drop model.quantize_base")

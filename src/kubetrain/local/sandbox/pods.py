@@ -18,6 +18,7 @@ from typing import Any
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.plan import GATEWAY, PodPlan
+from kubetrain.local.sandbox import known_images
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env
 from kubetrain.local.sandbox.namespaces import Bind, bwrap_argv
@@ -250,7 +251,7 @@ def prepare_container(
         env["HOME"] = security.home
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-    argv = command_line(c, env)
+    argv = command_line(known_images.with_entrypoint(c), env)
     program = argv[0] if argv else ""
     if ctx.mpi:
         from kubetrain.local.sandbox import rsh
@@ -280,9 +281,14 @@ def prepare_container(
         elif argv:
             argv = ["/bin/sh", "-c", f'{shlex.join(serve)} --quiet & exec "$@"', "kubetrain-pod", *argv]
     if not argv:
+        fix = (
+            "set spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
+            if c.get("name") == "node"
+            else "set command on this container in the runtime"
+        )
         raise PodError(
-            f"{where}: no command. Locally there is no image entrypoint to fall back to; set "
-            "spec.trainer.command in the TrainJob (e.g. [torchrun, train.py]) or command in the runtime"
+            f"{where}: no command. Locally there is no entrypoint to fall back to for image {c.get('image')!r} "
+            f"(kubetrain knows those of {', '.join(k.repository for k in known_images.KNOWN_IMAGES)}); {fix}"
         )
     enter = ctx.network(pod.name, pod.address) if ctx.network is not None else []
     return Container(

@@ -1,7 +1,8 @@
 """What a TrainJob's pods may ask of this machine, checked when it is submitted so that nothing is recorded when
 the answer is no: ``hostPath`` volumes only below ``security.allowedHostPaths`` (none by default), ``privileged``
 containers only when kubetrain runs as root and they are allowed (``--allow-privileged`` or
-``security.allowPrivileged``). The supervisor checks the same again when it starts each pod."""
+``security.allowPrivileged``), and, for a pod that waits for other steps, resources and programs this machine has.
+The supervisor checks the same again when it starts each pod."""
 
 from __future__ import annotations
 
@@ -61,3 +62,59 @@ def check(objects: list[dict[str, Any]]) -> None:
                             problems.append(refusal)
     if problems:
         raise sc.SecurityContextError("; ".join(dict.fromkeys(problems)))
+    check_waiting_pods(objects)
+
+
+def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
+    """A replicated job that waits for others (``dependsOn``) and can never start here is refused at submit: its
+    shortfall would only show once the steps before it had run, e.g. after initializers downloaded a model for a
+    trainer that asks for GPUs this machine lacks. Checked: resources no pod of it could ever get, and a command
+    whose program is not installed in the environment standing in for its image. Raises one ``KubetrainError``
+    naming all of it."""
+    import shutil
+
+    from kubetrain.api.errors import KubetrainError
+    from kubetrain.local.sandbox import known_images, pods
+    from kubetrain.local.scheduling import resources
+
+    capacity: resources.Capacity | None = None
+    problems: list[str] = []
+    name = ""
+    for o in objects:
+        if o.get("kind") != "JobSet":
+            continue
+        name = (o.get("metadata") or {}).get("name", "")
+        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
+            waits_for = [str(d.get("name")) for d in rj.get("dependsOn") or []]
+            if not waits_for:
+                continue
+            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            behind = f"replicated job {rj.get('name')} (it waits for {', '.join(waits_for)})"
+            try:
+                requests = resources.pod_requests(pod)
+            except KubetrainError:
+                continue  # a malformed quantity is the scheduler's to report, with its field
+            if requests:
+                capacity = capacity or resources.Capacity.of_machine(config.load().capacity, str(paths.home()))
+                short = resources.never_fits(requests, capacity)
+                if short:
+                    problems.append(f"{behind} asks for {'; '.join(short)}")
+            for c in pod.get("containers") or []:
+                program = (known_images.with_entrypoint(c).get("command") or [""])[0]
+                if not program or "/" in program or "$(" in program or any(e.get("name") == "PATH" for e in
+                                                                             c.get("env") or []):
+                    continue
+                prefix = pods.image_env_prefix(c.get("image"))
+                if shutil.which(program, path=f"{prefix}/bin:{os.environ.get('PATH', '')}") is None:
+                    problems.append(
+                        f"{behind}: its container {c.get('name')} runs `{program}`, which is not installed in the "
+                        f"Python environment standing in for image {c.get('image')} ({prefix}; map images to "
+                        f"environments in {paths.home() / 'images.yaml'})"
+                    )
+    if problems:
+        raise KubetrainError(
+            f"TrainJob {name} cannot run on this machine, so it was not created (the steps before would run for "
+            f"nothing): {'; '.join(problems)}. Fix: ask for what this machine has (spec.trainer.resourcesPerNode "
+            "sets the trainer's requests and limits; 0 drops one), install what is missing, or run it on a cluster "
+            "(--context)"
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from kubetrain.api import constants as C
+from kubetrain.local.sandbox import known_images
 from kubetrain.local.store import status
 from kubetrain.local.supervisor.jobstate import JobRun, PodRun
 from kubetrain.local.supervisor.launch import PodLauncher
@@ -21,9 +22,11 @@ class FailurePolicy(PodLauncher):
                 if pod.state != "Running":
                     continue
                 codes = [c.proc.poll() if c.proc else 0 for c in pod.containers]
-                failed = [c for c in codes if c not in (None, 0)]
-                if failed:
-                    self._pod_failed(job, pod, int(failed[0]))
+                failed = [(c, code) for c, code in zip(pod.containers, codes, strict=True) if code not in (None, 0)]
+                if failed and known_images.retry_is_futile(failed[0][0].spec, int(failed[0][1] or 0)):
+                    self._futile_failure(job, pod, failed[0][0].name, int(failed[0][1] or 0))
+                elif failed:
+                    self._pod_failed(job, pod, int(failed[0][1] or 0))
                 elif all(c == 0 for c in codes):
                     if pod.in_init or pod.init_left:
                         self._launch_stage(pod)
@@ -69,6 +72,22 @@ class FailurePolicy(PodLauncher):
         )
         if not delay:
             self._restart_pod(job, pod)
+
+    def _futile_failure(self, job: JobRun, pod: PodRun, container: str, code: int) -> None:
+        # A known image's program said another try cannot succeed (known_images): the Job fails now, with what the
+        # program said last as the step's message.
+        self._stop_pods([pod])
+        said = known_images.last_line(self.log_path(pod.plan, container))
+        pod.state, pod.ready, pod.exit_code, pod.message = "Failed", False, code, said
+        self._dirty.add(pod.plan.name)
+        self._release([pod])
+        self.event(
+            "Warning", "Failed",
+            f"pod {pod.plan.short} exited with code {code}: {said or 'see its log'} "
+            "(retrying cannot help; not retried)",
+        )
+        job.state = "Failed"
+        self._stop_job(job)
 
     def _restart_pod(self, job: JobRun, pod: PodRun) -> None:
         pod.restart_at = None
