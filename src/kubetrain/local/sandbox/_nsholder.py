@@ -42,6 +42,9 @@ BRIDGE = "kt0"
 GATEWAY, PREFIX, SUBNET = "10.250.0.1", 16, "10.250.0.0/16"
 OUTBOUND = "tap0"
 
+# Loaded once, before any thread exists: a keeper forked while a probe thread resolves a host name (NSS loads
+# libraries, holding the dynamic loader's lock) must never call dlopen itself, or it waits for that lock forever.
+_libc = ctypes.CDLL(None, use_errno=True)
 _keepers: dict[str, tuple[int, int]] = {}  # pod name -> (keeper pid, the pipe end whose closing ends it)
 _veths = 0
 
@@ -53,7 +56,7 @@ def _fail(message: str) -> None:
 
 
 def _setup() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     uid, gid = os.geteuid(), os.getegid()
     rootless = uid != 0
@@ -92,16 +95,20 @@ def _pod(req: dict[str, object]) -> dict[str, object]:
     pid = os.fork()
     if pid == 0:  # the keeper: only syscalls from here on, then os._exit
         try:
-            os.close(up_r)
-            os.close(go_w)
+            # Only its two pipes: a keeper forked while another thread runs a program (nft) would otherwise hold
+            # that program's pipes open for ever, and with them the holder waiting for the program's end.
+            low, high = sorted((up_w, go_r))
+            os.closerange(3, low)
+            os.closerange(low + 1, high)
+            os.closerange(high + 1, 1 << 20)
             devnull = os.open("/dev/null", os.O_RDWR)
             for fd in (0, 1, 2):  # the holder's pipes to the supervisor are not the keeper's to hold open
                 os.dup2(devnull, fd)
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            os.close(devnull)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() == 1:
                 os._exit(0)  # the holder died before the line above
-            if libc.unshare(CLONE_NEWNET) != 0:
+            if _libc.unshare(CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "unshare(network namespace)")
             nl.set_up("lo")
             os.write(up_w, b"n")
