@@ -266,6 +266,10 @@ def test_log_reads_are_rate_limited() -> None:
                 await wait_for(lambda: recorder.log_reads + recorder.log_reads_skipped == 6, what="six reports")
                 reads = [p for m, p in env.api.requests if m == "GET" and "/log?" in p]
                 assert (recorder.log_reads, recorder.log_reads_skipped, len(reads)) == (2, 4, 2)
+                sample = op.metrics.registry.get_sample_value
+                assert sample("kubetrain_pod_failure_log_reads_total", {"result": "skipped"}) == 4
+                assert sample("kubetrain_pod_failure_log_reads_total", {"result": "read"}) == 2
+                assert sample("kubetrain_pod_failures_total") == 6
                 # Every failure is recorded all the same (up to the record's bound), with or without lines.
                 await wait_for(lambda: len(failures(env)) == pf.MAX_ENTRIES, what="entries")
                 assert sum(1 for e in failures(env) if e.get("logTail")) <= 2

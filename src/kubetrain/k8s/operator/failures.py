@@ -125,9 +125,19 @@ class FailureRecorder:
         self.records: dict[Key, Record] = {}
         self.reports: asyncio.Queue[tuple[Key, Record, pf.Failure]] = asyncio.Queue(maxsize=settings.failure_reports)
         self.log_bucket = TokenBucket(settings.failure_log_qps, settings.failure_log_burst)
+        self.recorded = 0
         self.log_reads = 0
         self.log_reads_skipped = 0
         self.reports_dropped = 0
+
+    def counts(self) -> dict[str, int]:
+        """For /metrics (``kubetrain_pod_failures_total``, ``..._log_reads_total{result}``, ...)."""
+        return {
+            "recorded": self.recorded,
+            "log_reads": self.log_reads,
+            "log_reads_skipped": self.log_reads_skipped,
+            "reports_dropped": self.reports_dropped,
+        }
 
     # -- the pod watch's transform (synchronous, never raises, caches nothing) -----------------------------
     def observe(self, pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -191,6 +201,7 @@ class FailureRecorder:
             if rec.seen(failure):
                 continue
             rec.remember(failure.fingerprint)
+            self.recorded += 1
             entry = rec.add(failure)
             changed = changed or entry is not None
             log.info(

@@ -165,6 +165,7 @@ class Operator:
                 changed=lambda key: self.queue.add(key, HIGH),
             )
             self.reconciler.failures = self.failures
+            self.metrics.count_pod_failures(self.failures.counts)
             # Last: pods are matched against the cached TrainJobs and JobSets. The transform keeps no pod.
             self.pods = Informer(
                 client,
