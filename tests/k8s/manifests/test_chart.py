@@ -208,6 +208,17 @@ def test_operator_knobs_reach_the_deployment() -> None:
         assert schema_errors(doc) == []
 
 
+def test_pod_failures_off_leaves_out_the_pod_watch_and_its_rbac() -> None:
+    docs = render({"operator": {"podFailures": False}})
+    args = container(docs)["args"]
+    assert "--no-pod-failures" in args and not [a for a in args if a.startswith("--failure-log-qps")]
+    rules = {(g, res): set(rule["verbs"]) for rule in one(docs, "ClusterRole", "kubetrain-operator")["rules"]
+             for g in rule["apiGroups"] for res in rule["resources"]}  # fmt: skip
+    assert rules[("", "pods")] == {"list"}  # still: an elastic job's failures, the status endpoint's pod check
+    assert ("", "pods/log") not in rules and ("batch", "jobs") not in rules
+    assert "--failure-log-qps=3" in container(render({"operator": {"failureLogQps": 3}}))["args"]
+
+
 def test_runtimes_off_and_validation_label_off() -> None:
     assert not [d for d in render({"runtimes": {"enabled": False}}) if d["kind"] == "ClusterTrainingRuntime"]
     labelled = [

@@ -244,8 +244,11 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
         ("jobset.x-k8s.io", "jobsets"): read | {"create", "update", "patch", "delete"},
         ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "patch"},
-        # Pods: an elastic job's trainer pod failures, and the status endpoint's reporting pod.
-        ("", "pods"): {"list"},
+        # Pods: an elastic job's trainer pod failures, the status endpoint's reporting pod, and the pod watch
+        # that records failed runs on their TrainJob with their last log lines; the failed Job's reason.
+        ("", "pods"): {"list", "watch"},
+        ("", "pods/log"): {"get"},
+        ("batch", "jobs"): {"list"},
         ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "patch"},
         ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "patch"},
         ("", "configmaps"): read | {"create", "patch"},

@@ -23,6 +23,7 @@ from kubetrain.api import constants as c
 from kubetrain.compiler import KeyGen, StatusServer, ecdsa_keygen
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.operator.failures import FailureRecorder
 from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
 from kubetrain.k8s.operator.leader import LeaderElector
@@ -151,6 +152,30 @@ class Operator:
             client, self.caches, self.metrics, keygen=keygen, clock=clock, status_server=self.status_options
         )
         self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
+        self.pods: Informer | None = None
+        self.failures: FailureRecorder | None = None
+        """The pods' failures recorded on their TrainJobs (``failures``), when ``settings.pod_failures``."""
+        if s.pod_failures:
+            self.failures = FailureRecorder(
+                client,
+                self.trainjobs,
+                owned[(c.JOBSET_API_VERSION, "JobSet")],
+                self.reconciler.events,
+                s,
+                changed=lambda key: self.queue.add(key, HIGH),
+            )
+            self.reconciler.failures = self.failures
+            self.metrics.count_pod_failures(self.failures.counts)
+            # Last: pods are matched against the cached TrainJobs and JobSets. The transform keeps no pod.
+            self.pods = Informer(
+                client,
+                r.POD,
+                namespace=ns,
+                transform=self.failures.observe,
+                watch_timeout=wt,
+                label_selector=c.LABEL_JOBSET_NAME,
+            )
+            self.informers.append(self.pods)
         self.elector: LeaderElector | None = None
         self._lease_client: Client | None = None
         if s.leader_election:
@@ -202,6 +227,8 @@ class Operator:
         if type_ == "DELETED":
             self.reconciler.first_seen.pop(key, None)
             self.metrics.progress.forget(key)
+            if self.failures is not None:
+                self.failures.forget(key)
             return
         self.metrics.progress.update(key, (obj.get("status") or {}).get("trainerStatus"))
         self.queue.add(key, LOW if initial else HIGH)
@@ -367,6 +394,8 @@ class Operator:
                 informer_tasks.append(asyncio.create_task(inf.run()))
                 await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
+            if self.failures is not None:
+                self._spawn(self.failures.run())
             if s.resync_period > 0:
                 self._spawn(self._resync())
             self.started.set()
