@@ -82,6 +82,13 @@ def _setup() -> None:
         nl.set_up(BRIDGE)
     except OSError as exc:
         _fail(f"setting up the TrainJob's network (loopback, bridge {BRIDGE}): {exc.strerror or exc}")
+    try:
+        # Forwarding even without outbound network: a pod's packet to an address outside the TrainJob then gets
+        # "network unreachable" at once, instead of vanishing and leaving its connect or DNS query to time out.
+        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
 
 
 def _pod(req: dict[str, object]) -> dict[str, object]:
@@ -180,24 +187,29 @@ def _nat_answer() -> dict[str, object]:
 def _nat() -> dict[str, object]:
     """Forward the pods' traffic to the outbound interface, masqueraded as its address (slirp4netns NATs only
     what comes from its own subnet)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-            f.write("1")
-    except OSError as exc:
-        return {"ok": False, "error": f"enabling forwarding: {exc.strerror}"}
+    nft = _program("nft")
+    if nft is None:
+        return {"ok": False, "error": "nft (nftables) is not installed"}
     rules = (
         "table ip kubetrain {\n chain postrouting {\n  type nat hook postrouting priority 100; policy accept;\n"
         f'  ip saddr {SUBNET} oifname "{OUTBOUND}" masquerade\n }}\n}}\n'
     )
     try:
-        done = subprocess.run(["nft", "-f", "-"], input=rules.encode(), capture_output=True, timeout=10)
-    except FileNotFoundError:
-        return {"ok": False, "error": "nft (nftables) is not installed"}
+        done = subprocess.run([nft, "-f", "-"], input=rules.encode(), capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "error": f"nft: {exc}"}
     if done.returncode != 0:
         return {"ok": False, "error": f"nft: {done.stderr.decode(errors='replace').strip()}"}
     return {"ok": True}
+
+
+def _program(name: str) -> str | None:
+    """``name`` on PATH or in the sbin directories, which an ordinary user's PATH often lacks (Debian)."""
+    for d in [*os.get_exec_path(), "/usr/local/sbin", "/usr/sbin", "/sbin"]:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _keep_net_admin(libc: ctypes.CDLL) -> None:
