@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,
+    # Building a framework's environment (first run only) and, for DeepSpeed, compiling its CPU op on first use
+    # come on top of the training run on a busy 2-core machine.
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("bwrap") is None,
         reason="needs root and bubblewrap for the local backend (make system-deps)",

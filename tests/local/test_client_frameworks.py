@@ -203,6 +203,7 @@ def test_torch_family_2_nodes_x_2_processes(kt_home: Path, workdir: Path) -> Non
 @needs_namespaces
 @needs_mpi
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # may build the framework's environment first (tests/examples/envs.py)
 @pytest.mark.parametrize(("runtime", "extra", "func"), [
     ("deepspeed-distributed", "deepspeed", deepspeed_world),
     ("mlx-distributed", "mlx", mlx_world),
@@ -217,6 +218,7 @@ def test_mpi_family_2_nodes_x_2_slots(
 
 @needs_namespaces
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # may build the framework's environment first (tests/examples/envs.py)
 @pytest.mark.parametrize(("runtime", "extra", "func"), [
     ("jax-distributed", "jax", jax_world),
     ("xgboost-distributed", "xgboost", xgboost_world),
