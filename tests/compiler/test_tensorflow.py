@@ -41,21 +41,21 @@ def test_every_pod_gets_the_workers_and_its_own_index() -> None:
     node = container(js, "node")
     assert env_names(node) == ["TF_TASK_INDEX", "TF_CONFIG"]  # the index first: the kubelet expands backwards only
     assert env(node)["TF_TASK_INDEX"] == INDEX_REF
-    workers = ["mnist-node-0-0.mnist:29500", "mnist-node-0-1.mnist:29501", "mnist-node-0-2.mnist:29502"]
+    workers = ["mnist-node-0-0.mnist:29500", "mnist-node-0-1.mnist:29500", "mnist-node-0-2.mnist:29500"]
     for i in range(3):
         assert json.loads(pod_env(node, i)["TF_CONFIG"]) == {
             "cluster": {"worker": workers},
             "task": {"type": "worker", "index": i},
         }
     assert rjob(js, "node")["template"]["spec"]["parallelism"] == 3
-    assert "ports" not in node  # one port per worker: a shared template cannot declare them
+    assert node["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]  # each worker on its own pod's 29500
 
 
 def test_runtime_num_nodes_and_jobset_subdomain() -> None:
     rt = tf_runtime().ml(numNodes=2, tensorflow={}).jobset(network={"subdomain": "tf"}).build()
     node = container(jobset(TrainJobBuilder(name="job").build(), rt), "node")
     config = json.loads(pod_env(node, 1)["TF_CONFIG"])
-    assert config["cluster"]["worker"] == ["job-node-0-0.tf:29500", "job-node-0-1.tf:29501"]
+    assert config["cluster"]["worker"] == ["job-node-0-0.tf:29500", "job-node-0-1.tf:29500"]
 
 
 def test_runtime_env_is_replaced_and_trainjob_env_kept() -> None:
@@ -111,7 +111,7 @@ def test_builtin_runtime() -> None:
 
 
 @given(nodes=st.integers(1, 64), name=st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
-def test_tf_config_is_json_with_distinct_workers_for_every_index(nodes: int, name: str) -> None:
+def test_tf_config_is_json_with_every_worker_for_every_index(nodes: int, name: str) -> None:
     node = container(jobset(TrainJobBuilder(name=name).trainer(numNodes=nodes).build(), tf_runtime().build()),
                      "node")
     seen = []
@@ -123,5 +123,5 @@ def test_tf_config_is_json_with_distinct_workers_for_every_index(nodes: int, nam
     assert all(w == workers for w in seen) and len(workers) == nodes
     hosts = [w.rsplit(":", 1)[0] for w in workers]
     ports = [int(w.rsplit(":", 1)[1]) for w in workers]
-    assert len(set(hosts)) == nodes and len(set(ports)) == nodes
+    assert len(set(hosts)) == nodes and set(ports) == {29500}
     assert hosts[0] == f"{name}-node-0-0.{name}"

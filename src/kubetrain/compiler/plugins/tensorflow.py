@@ -5,9 +5,8 @@ index. The pod template is shared by all indexed pods, so the index cannot be wr
 Job completion index through the downward API (``TF_TASK_INDEX``), and the kubelet substitutes it into
 ``TF_CONFIG`` by dependent env expansion (``$(TF_TASK_INDEX)`` in a later variable's value).
 
-Worker ``i`` listens on port ``29500 + i``. TensorFlow's gRPC server always binds the wildcard address, so two
-workers on one port collide wherever they share a network namespace (the pods of one TrainJob do on this machine);
-distinct ports work the same on a cluster, where each pod has its own address anyway.
+Every worker listens on port 29500 of its own pod (the port JAX and XGBoost coordinators use), which the node
+container declares.
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ def applies(info: Info) -> bool:
     return info.ml_policy is not None and info.ml_policy.tensorflow is not None
 
 
-def tf_config(workers: list[str], base_port: int = c.DEFAULT_PORT) -> str:
-    """The TF_CONFIG value, with ``$(TF_TASK_INDEX)`` where this pod's index goes; worker ``i`` on
-    ``base_port + i``."""
-    addresses = [f"{host}:{base_port + i}" for i, host in enumerate(workers)]
+def tf_config(workers: list[str], port: int = c.DEFAULT_PORT) -> str:
+    """The TF_CONFIG value, with ``$(TF_TASK_INDEX)`` where this pod's index goes."""
+    addresses = [f"{host}:{port}" for host in workers]
     cluster = json.dumps({"worker": addresses}, separators=(",", ":"))
     return f'{{"cluster":{cluster},"task":{{"type":"worker","index":$({c.TF_TASK_INDEX})}}}}'
 
@@ -54,7 +52,7 @@ class TensorFlow:
         node["env"] = [x for x in node.get("env") or [] if x.get("name") not in c.TENSORFLOW_RESERVED_ENV]
         e.set_env_from_index(node, c.TF_TASK_INDEX)
         e.set_env(node, c.TF_CONFIG, tf_config(workers))
-        # No containerPort: the port differs per pod, and the shared template could only name one of them.
+        e.add_port(node)
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
