@@ -1,0 +1,84 @@
+"""Admission never drops (docs/webhook.md#availability), on a cluster with nodes and kubetrain installed from
+``manifests/`` (installed here when it is not): TrainJob creates every 50 ms (server-side dry run, never retried)
+while one operator pod is force-deleted, the Deployment is restarted, and one pod is evicted with the second
+eviction refused by the PodDisruptionBudget. Not one create may be refused, and one replica leads throughout.
+
+``bench/admission_ha.py`` measures the same and writes the numbers to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kubetrain.testing import cluster
+from tests.e2e.conftest import REPO, kubectl, uniq
+
+pytestmark = pytest.mark.e2e
+
+SETTLE = 3.0  # seconds of load after each recovery: a late refusal would land here
+
+
+@pytest.fixture(scope="module")
+def installed(kubeconfig: str) -> str:
+    """The operator Deployment of ``manifests/``, every replica Ready (installed when absent)."""
+    if kubectl("-n", cluster.SYSTEM_NAMESPACE, "get", "deploy", cluster.DEPLOYMENT, check=False).returncode != 0:
+        cluster.install(kubeconfig, REPO / "manifests")
+    try:
+        cluster.wait_all_ready(kubeconfig, 240)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}: is the operator image imported into the node's runtime? (docs/install.md)")
+    return kubeconfig
+
+
+@pytest.fixture
+def load_namespace(installed: str) -> Iterator[str]:
+    ns = uniq("kt-e2e-adm")
+    kubectl("create", "namespace", ns)
+    yield ns
+    kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def one_leader(kubeconfig: str) -> None:
+    gauges = cluster.leaders(kubeconfig)
+    assert sorted(gauges.values()) == [0.0] * (len(gauges) - 1) + [1.0], gauges
+    holder = cluster.lease_holder(kubeconfig)
+    (leader,) = [name for name, value in gauges.items() if value == 1]
+    assert holder.startswith(f"{leader}_"), (holder, leader)
+
+
+def test_no_create_is_refused_through_a_kill_an_upgrade_and_a_drain(installed: str, load_namespace: str) -> None:
+    kc = installed
+    want, _ = cluster.replicas(kc)
+    assert want >= 2, "the default install runs the webhook on two replicas"
+    one_leader(kc)
+    load = cluster.AdmissionLoad(kc, load_namespace, interval=0.05)
+    notes: list[str] = []
+    with load.in_background():
+        time.sleep(1.0)
+
+        cluster.force_delete_one(kc)
+        cluster.wait_all_ready(kc)
+        time.sleep(SETTLE)
+        one_leader(kc)
+
+        cluster.rolling_restart(kc)
+        cluster.wait_all_ready(kc)
+        time.sleep(SETTLE)
+        one_leader(kc)
+
+        first, second = (p["metadata"]["name"] for p in cluster.operator_pods(kc)[:2])
+        evicted, message = cluster.evict(kc, first)
+        assert evicted, message
+        evicted, message = cluster.evict(kc, second)
+        notes.append(message)
+        assert not evicted and "disruption budget" in message, "the PDB must keep one replica through a drain"
+        cluster.wait_all_ready(kc)
+        time.sleep(SETTLE)
+        one_leader(kc)
+    answers = load.answers
+    refused = cluster.AdmissionLoad.refused(answers)
+    assert len(answers) > 100, f"the load ran: {len(answers)} creates"
+    assert refused == [], f"{len(refused)} of {len(answers)} creates refused: {cluster.AdmissionLoad.reasons(answers)}"
