@@ -120,6 +120,20 @@ async def measure(kc: str, ns: str, pairs: int, image: str) -> dict[str, Any]:
                 tj, _, d = await trainjob()
             out["pairs"].append({"trainjob": tj, "direct": js, "admitted": d["admitted"], "jobset": d["jobset"]})
             await cleanup()
+    # A TrainJob in a namespace created a moment before (a new team, a CI run): what the namespace itself costs
+    # (its ServiceAccount and CA ConfigMaps appear asynchronously, and pods wait for them), TrainJob or not.
+    fresh = cluster.uniq("bench-first-new")
+    async with Client(from_kubeconfig(kc), qps=0) as client, cluster.PodsRunning(kc, fresh) as pods:
+        try:
+            await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fresh}})
+        except Exception:
+            pass
+        name = cluster.uniq("first")
+        t0 = time.monotonic()
+        await client.create(cluster.sleeper_trainjob(name, fresh, runtime="torch-distributed", image=image,
+                                                     nodes=NODES))  # fmt: skip
+        out["fresh_namespace"] = await pods.wait(name, NODES) - t0
+        await client.delete(r.NAMESPACE, fresh, missing_ok=True)
     return out
 
 
@@ -165,6 +179,9 @@ def run(args: argparse.Namespace) -> str:
             f"| pair {i} | {p['trainjob']:.2f} s | {p['admitted'] * 1000:.0f} ms | {p['jobset']:.2f} s | "
             f"{p['direct']:.2f} s | {p['trainjob'] / p['direct']:.2f}× |"
         )
+    lines.append(
+        f"| in a namespace created just before | {res['fresh_namespace']:.2f} s | | | | |"
+    )
     lines.append("")
     if install_s is not None:
         lines.append(f"- Install (`kubectl apply --server-side -k manifests/` → rollout complete): {install_s:.1f} s.")

@@ -134,6 +134,30 @@ def test_warm_up_runs_the_review_path_without_a_cluster() -> None:
     assert took > 0 and adapter.asked == ["kubeflow-system"]  # the lookups' API connection is opened
 
 
+def test_every_answer_closes_its_connection(served: Served) -> None:
+    """No pooled connection may outlive a pod's endpoint (docs/webhook.md#availability)."""
+    conn = _Conn(served.server.port, served.client_ctx, f"{SERVICE}.{NAMESPACE}.svc")
+    try:
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        assert resp.getheader("Connection", "").lower() == "close"
+        resp.read()
+        assert resp.will_close
+    finally:
+        conn.close()
+    review = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "object": trainjob(), "namespace": "default",
+        "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+        "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}}})  # fmt: skip
+    conn = _Conn(served.server.port, served.client_ctx, f"{SERVICE}.{NAMESPACE}.svc")
+    try:
+        conn.request("POST", names.VALIDATE_TRAINJOB, body=review, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Connection", "").lower() == "close"
+    finally:
+        conn.close()
+
+
 def test_latencies_are_recorded_per_path(served: Served) -> None:
     served.review(names.VALIDATE_TRAINJOB, trainjob())
     lat = served.server.app[LATENCIES]

@@ -143,7 +143,7 @@ def make_app(
     of its scale subresource (without it, scaling is admitted unchecked).
     """
     lat = latencies or Latencies()
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_one_request_per_connection])
     app[LATENCIES] = lat
     app[READY] = asyncio.Event()
 
@@ -173,6 +173,20 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
+
+
+@web.middleware
+async def _one_request_per_connection(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answer with ``Connection: close``. The API server pools keep-alive connections by the Service's name, not
+    by pod, so it keeps sending reviews over connections to a pod whose endpoint is already gone; when that pod
+    stops, a review written at the moment it closes such a connection fails (EOF), and the API server refuses
+    the create (it does not resend a POST). A new connection per review is dialled to a Ready endpoint each time
+    and leaves no idle connection to race with; it costs a TLS handshake (about a millisecond) per review."""
+    response = await handler(request)
+    response.force_close()
+    return response
 
 
 def _self_signed(cert_dir: Path) -> bool:
@@ -209,7 +223,7 @@ class WebhookServer:
     cert_file: Path
     key_file: Path
     port: int
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     trust: Callable[[], bytes | None] = lambda: None
     """The CA the API server is configured to trust for this server (self-signed mode: the CertManager's, once
@@ -234,10 +248,9 @@ class WebhookServer:
         self.ssl_context.load_cert_chain(str(self.cert_file), str(self.key_file))
         log.info("webhook serving certificate reloaded")
         with contextlib.suppress(RuntimeError):  # no running loop: the next self-check round covers it
-            self.tasks.append(asyncio.get_running_loop().create_task(self._recheck()))
-
-    async def _recheck(self) -> None:
-        await self.self_check()
+            task = asyncio.get_running_loop().create_task(self.self_check())
+            self.tasks.append(task)
+            task.add_done_callback(lambda t: self.tasks.remove(t) if t in self.tasks else None)
 
     async def self_check(self, timeout: float = 5.0) -> bool:
         """Call this server the way the API server will (TLS verified against the CA the configurations trust,
