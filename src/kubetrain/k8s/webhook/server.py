@@ -233,6 +233,8 @@ class WebhookServer:
     someone else's choice (e.g. 127.0.0.1 in the e2e set-up) and only the chain is checked."""
     serving: bool = False
     """The last self-check passed: a TLS client trusting :attr:`trust` got an answer from this server."""
+    probe_host: str = "127.0.0.1"
+    """Where the self-check connects (the bound address; loopback when bound to every address)."""
 
     @property
     def app(self) -> web.Application:
@@ -277,7 +279,7 @@ class WebhookServer:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         reader, writer = await asyncio.open_connection(
-            "127.0.0.1", self.port, ssl=ctx, server_hostname=self.server_name or "localhost"
+            self.probe_host, self.port, ssl=ctx, server_hostname=self.server_name or "localhost"
         )
         try:
             writer.write(b"GET /readyz HTTP/1.1\r\nHost: webhook\r\nConnection: close\r\n\r\n")
@@ -419,6 +421,8 @@ async def start(
     if server_obj is not None and server_obj.sockets:
         bound = server_obj.sockets[0].getsockname()[1]
     server = WebhookServer(runner, site, ctx, cert_file, key_file, bound)
+    if host not in ("0.0.0.0", "", "::"):
+        server.probe_host = host
     if manager is not None:
         mgr = manager
         server.trust = lambda: mgr.trusted
