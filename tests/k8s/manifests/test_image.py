@@ -23,8 +23,6 @@ import kubetrain
 from tests.k8s.manifests.conftest import ROOT
 from tests.k8s.manifests.test_dockerfile import instructions
 
-pytestmark = pytest.mark.slow
-
 SCRIPT = ROOT / "scripts" / "build_image.py"
 
 
@@ -37,6 +35,37 @@ def _why_not() -> str | None:
     if sys.version_info[:2] != (3, 11):
         return "building the image needs Python 3.11 (the wheels are for Debian 12's python3.11)"
     return None
+
+
+def _load_script() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_image", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_builder_reads_the_final_stage_as_docker_does() -> None:
+    """The builder's reading of the Dockerfile (which `make image` applies) against this test's own."""
+    cfg = _load_script().image_config(ROOT / "Dockerfile")
+    assert cfg["Entrypoint"] == ["kubetrain"] and cfg["Cmd"] == ["operator"]
+    assert cfg["User"] == "65532:65532" and cfg["WorkingDir"] == "/tmp"
+    assert cfg["Env"]["PATH"].startswith("/opt/venv/bin:")
+    assert cfg["Labels"]["org.opencontainers.image.title"] == "kubetrain"
+    assert sorted(cfg["ExposedPorts"]) == ["10443/tcp", "8081/tcp", "9443/tcp"]
+
+
+def test_the_builder_refuses_clearly_what_it_cannot_do(tmp_path: Path) -> None:
+    """A missing tool or mirror is a one-line error with the fix, never a traceback."""
+    script = _load_script()
+    env = dict(os.environ, PATH=str(tmp_path), KUBETRAIN_DEBIAN_MIRROR="")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--cache", str(tmp_path / "cache")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "missing debootstrap, umoci, skopeo" in proc.stderr and "docker build" in proc.stderr
+    assert script.final_stage(ROOT / "Dockerfile")[0][0] == "FROM"
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +107,7 @@ def _final_stage() -> list[tuple[str, str]]:
     return ins[last:]
 
 
+@pytest.mark.slow
 def test_the_configuration_is_the_dockerfiles_final_stage(image: dict[str, Any]) -> None:
     import shlex
 
@@ -103,6 +133,7 @@ def test_the_configuration_is_the_dockerfiles_final_stage(image: dict[str, Any])
     assert image["config"]["os"] == "linux" and image["config"]["architecture"] == "amd64"
 
 
+@pytest.mark.slow
 def test_the_files_are_the_package_and_its_pinned_dependencies(image: dict[str, Any]) -> None:
     files: dict[str, str] = image["files"]
     site = "opt/venv/lib/python3.11/site-packages/"
