@@ -315,3 +315,8 @@ def test_other_namespace_is_used_everywhere_and_the_sdk_hint_shows() -> None:
         assert hook["clientConfig"]["service"]["namespace"] == "ml-platform"
     assert "KUBEFLOW_SYSTEM_NAMESPACE=ml-platform" in notes(namespace="ml-platform")
     assert "KUBEFLOW_SYSTEM_NAMESPACE" not in notes()
+
+
+def test_notes_warn_that_one_replica_refuses_creates_while_it_restarts() -> None:
+    assert "Warning: replicas=1" in notes({"replicas": 1})
+    assert "Warning" not in notes()
