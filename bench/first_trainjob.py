@@ -179,9 +179,11 @@ def run(args: argparse.Namespace) -> str:
         return f"{TITLE}\n\nSkipped: kubectl not found (PATH or KUBETRAIN_E2E_KUBECTL).\n"
     image = args.image or operator_image()
     install_s = None
+    kept_crds = False
     if args.reinstall:
         others = cluster.kubectl(kc, "get", "trainjobs", "-A", "--no-headers", check=False).stdout.strip()
-        cluster.uninstall(kc, args.manifests, crds=not others)
+        kept_crds = bool(others)  # never delete other people's TrainJobs with their CRD
+        cluster.uninstall(kc, args.manifests, crds=not kept_crds)
         t0 = time.monotonic()
         cluster.install(kc, args.manifests)
         install_s = time.monotonic() - t0
@@ -219,7 +221,11 @@ def run(args: argparse.Namespace) -> str:
     )
     lines.append("")
     if install_s is not None:
-        lines.append(f"- Install (`kubectl apply --server-side -k manifests/` → rollout complete): {install_s:.1f} s.")
+        kept = " (the CRDs were kept: other TrainJobs exist on the cluster)" if kept_crds else " (CRDs included)"
+        lines.append(
+            f"- Uninstall, then install (`kubectl apply --server-side -k manifests/` → rollout complete): "
+            f"{install_s:.1f} s{kept}."
+        )
     lines.append(f"- First TrainJob ÷ its JobSet: **{first['trainjob'] / first['direct']:.2f}×** (target ≤ 1.5×).")
     if ratios:
         lines.append(f"- Median of {len(ratios)} later pairs: **{statistics.median(ratios):.2f}×** (target ≤ 1.1×).")
