@@ -23,9 +23,10 @@ SETTLE = 3.0  # seconds of load after each recovery: a late refusal would land h
 
 @pytest.fixture(scope="module")
 def installed(kubeconfig: str) -> str:
-    """The operator Deployment of ``manifests/``, every replica Ready (installed when absent)."""
-    if kubectl("-n", cluster.SYSTEM_NAMESPACE, "get", "deploy", cluster.DEPLOYMENT, check=False).returncode != 0:
-        cluster.install(kubeconfig, REPO / "manifests")
+    """This checkout's ``manifests/`` applied (whatever was installed before), every replica Ready. The image is
+    the one the node has under the manifests' name: import this checkout's first (``make image``, then
+    ``ctr -n k8s.io images import``)."""
+    cluster.install(kubeconfig, REPO / "manifests")
     try:
         cluster.wait_all_ready(kubeconfig, 240)
     except RuntimeError as exc:
