@@ -192,6 +192,8 @@ class Operator:
         self.health: HealthServer | None = None
         self.started = asyncio.Event()
         """Set once caches are synced and workers run (tests and the bench wait on it)."""
+        self.stopping = False
+        """Shutdown began (SIGTERM): not ready any more, while the webhook keeps answering until it stops."""
         self._webhook_stop: Callable[[], Awaitable[None]] | None = None
         self._webhook_client: Client | None = None
         self.webhook: Any = None
@@ -317,9 +319,17 @@ class Operator:
     # -- lifecycle ---------------------------------------------------------------------------------------
     def ready(self) -> bool:
         # A standby replica is ready (it serves the webhook); the leader once its caches are synced. Neither is
-        # ready before the webhook listens, when one is configured (upstream's readyz does the same).
-        if self.settings.webhook_port is not None and self.webhook is None:
+        # ready before the API server can call its webhook, when one is configured: listening, with a
+        # certificate the webhook configurations trust (the server's own end-to-end check), and not stopping.
+        # A Service routes admission only to ready pods, and admission fails closed.
+        if self.stopping:
             return False
+        if self.settings.webhook_port is not None:
+            if self.webhook is None:
+                return False
+            webhook_ready = getattr(self.webhook, "ready", None)
+            if callable(webhook_ready) and not webhook_ready():
+                return False
         if self.settings.status_port is not None and self.status_endpoint is None:
             return False
         return (self.elector is not None and not self.elector.is_leader) or self.started.is_set()
@@ -404,6 +414,7 @@ class Operator:
             if self.elector is not None:
                 waits.append(asyncio.ensure_future(self.elector.lost.wait()))
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            self.stopping = True
             for w in waits:
                 w.cancel()
             if self.elector is not None and self.elector.lost.is_set():
