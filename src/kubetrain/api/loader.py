@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from kubetrain.api import constants as c
 from kubetrain.api.core import CORE_API_VERSION, CORE_KINDS, ConfigMap, PersistentVolumeClaim, Secret
-from kubetrain.api.diagnose import explain, path_text, salvage
+from kubetrain.api.diagnose import explain_all, path_text, salvage
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.fields import aliases, suggest
 from kubetrain.api.legacy import convert_ome_runtime
@@ -294,7 +294,8 @@ def parse_document(
         )
 
     if not isinstance(doc, dict):
-        error((), f"expected a Kubernetes object (a mapping), got a {type(doc).__name__}",
+        got = "an empty document" if doc is None else f"{'a list' if isinstance(doc, list) else 'a single value'}"
+        error((), f"expected a Kubernetes object (a mapping), got {got}",
               "each YAML document must start with apiVersion: and kind:")
         return Parsed(None, result)
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
@@ -351,13 +352,8 @@ def parse_document(
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
-        reported: set[tuple[Any, ...]] = set()
-        for err in exc.errors():
-            path, message, fix = explain(err, doc, model, str(kind))
-            if path in reported:
-                continue  # one message per field: a union reports each branch that failed
-            reported.add(path)
-            if path[:1] == ("spec",) and misplaced and err["type"] in ("missing", "model_type", "dict_type"):
+        for path, message, fix, etype in explain_all(exc.errors(), doc, model, str(kind)):
+            if path[:1] == ("spec",) and misplaced and etype in ("missing", "model_type", "dict_type"):
                 continue  # already explained as misplaced structure
             error(path, message, fix)
         partial, pruned = salvage(doc, model, misplaced)
@@ -378,12 +374,8 @@ def _parse_core(doc: dict[str, Any], kind: str, api_version: str, result: Result
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
-        reported: set[tuple[Any, ...]] = set()
-        for err in exc.errors():
-            path, message, fix = explain(err, doc, model, kind)
-            if path not in reported:
-                reported.add(path)
-                error(path, message, fix)
+        for path, message, fix, _ in explain_all(exc.errors(), doc, model, kind):
+            error(path, message, fix)
         return Parsed(None, result, identity_of(doc))
     return Parsed(obj, result)  # type: ignore[arg-type]
 
