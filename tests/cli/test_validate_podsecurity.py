@@ -94,7 +94,9 @@ def test_json_has_one_entry_per_runtime_and_trainjob(tmp_path: Path) -> None:
     ]
     assert entries[("ClusterTrainingRuntime", "insecure")]["namespace"] is None
     assert [e["level"] for e in entries.values()] == ["privileged", "privileged", "baseline", None]
-    assert entries[("TrainJob", "lost")]["error"] == "runtime not found"
+    assert entries[("TrainJob", "lost")]["error"] == (
+        'not rated: spec.runtimeRef.name: ClusterTrainingRuntime "nowhere" not found: specified '
+        "clusterTrainingRuntime must be created before the TrainJob is created")
     assert entries[("TrainJob", "plain")]["namespace"] == "default"
     privileged = next(f for f in entries[("TrainJob", "job")]["findings"] if f["check"] == "privileged")
     assert privileged == {
@@ -134,7 +136,7 @@ def test_strict_counts_every_warning(tmp_path: Path) -> None:
     path = write(tmp_path, "old.yaml", text)
     plain = CliRunner().invoke(cli, ["validate", "-f", path])
     assert plain.exit_code == 0 and "0 error(s), 1 warning(s)" in plain.output, plain.output
-    assert "is deprecated" in plain.output and "PodSecurity" not in plain.output
+    assert "is deprecated" in plain.output and "PodSecurity baseline" not in plain.output
     assert CliRunner().invoke(cli, ["validate", "--strict", "-f", path]).exit_code == 1
 
 
