@@ -57,6 +57,10 @@ CASES: list[tuple[str, list[Obj], str]] = [
      [trainjob("torch-distributed", podTemplateOverrides=[{"targetJobs": [{"name": "node"}],
                                                           "spec": {"containers": True}}])],
      "spec.podTemplateOverrides[0].spec.containers: expected a list, got a boolean (true)"),
+    ("an empty list item in an override's volumeMounts: AttributeError in compiler/merge.py when compiling",
+     [trainjob("deepspeed-distributed", podTemplateOverrides=[{"targetJobs": [{"name": "node"}], "spec": {
+         "containers": [{"name": "node", "volumeMounts": [{"name": "cfg", "mountPath": "/etc"}, None]}]}}])],
+     "spec.podTemplateOverrides[0].spec.containers[0].volumeMounts[1]: expected an object, got an empty list item (null)"),
 ]  # fmt: skip
 IDS = [c[0].split(":")[0] for c in CASES]
 

@@ -106,6 +106,11 @@ def _walk(value: Any, schema: Schema, path: str, out: list[Finding], partial: bo
                 out.append(Finding(f"{path}.{req}", f"required field `{req}` is missing", f"add {req}"))
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
+            if item is None and schema["items"].get("type") in ("object", "array"):
+                # Unlike an empty key, an empty list item is not "unset": the API server refuses the null.
+                out.append(Finding(f"{path}[{i}]", f"expected {_kind(_example(schema['items']['type']))}, got an "
+                                   "empty list item (null)", "remove the empty '- ' line, or fill the item in"))
+                continue
             _walk(item, schema["items"], f"{path}[{i}]", out, partial)
 
 
