@@ -5,7 +5,8 @@ securityContext.privileged=true), allowPrivilegeEscalation != false (...), ...``
 kube-apiserver sends this line as the warning for a pod that fails the namespace's ``warn`` level: each failed
 check once, by its reason, with the containers, volumes and values it concerns. The lint's findings are one per
 field; this is the same set of failures grouped per check, so a user sees at once everything a level refuses, in
-the text they know from ``kubectl apply``. Pure: no I/O.
+the text they know from ``kubectl apply``. One deviation: the details of one check are always joined with
+"; " (kube-apiserver joins runAsNonRoot's two with a newline), to keep the warning on one line. Pure: no I/O.
 """
 
 from __future__ import annotations
