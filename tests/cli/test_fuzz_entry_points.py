@@ -64,7 +64,7 @@ def _ns(namespace: str | None) -> list[str]:
     return ["-n", namespace] if namespace else []
 
 
-@fuzz_settings(80)
+@fuzz_settings(200)
 @given(manifest_files(), st.sampled_from(LEVELS), st.booleans(), namespaces)
 def test_validate_with_the_pod_security_lint(text: str, level: str, as_json: bool, namespace: str | None) -> None:
     count("cli validate")

@@ -45,9 +45,10 @@ that only the local backend has become warnings); ``None``: a cluster runs them.
 
 Key = tuple[str, str | None, str]  # (kind, namespace or None for cluster-scoped, name)
 
-# A TrainJob's fields the compiler merges into the runtime's pod templates as they are (untyped pod specs): with
-# errors there, the merged pods are not Kubernetes-shaped, so the checks that build them wait until they are fixed.
-MERGED_INTO_PODS = ("spec.podTemplateOverrides", "spec.runtimePatches")
+# A TrainJob's fields that shape or size its pods: the overrides are merged into the runtime's pod templates as they
+# are (untyped pod specs), numNodes makes one pod name each. With errors there, the checks that build the pods wait
+# until they are fixed (they would build pods that are not Kubernetes-shaped, or too many).
+SHAPES_PODS = ("spec.podTemplateOverrides", "spec.runtimePatches", "spec.trainer.numNodes")
 
 
 @dataclass
@@ -172,10 +173,10 @@ def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> tuple[Result
         result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: that runtime is invalid (see its "
                     "errors)", "fix the runtime; the TrainJob is checked against it once it is valid")
         return result, None
-    merged = next((f for f in result.errors if any(_under(f.path, p) for p in MERGED_INTO_PODS)), None)
-    if merged is not None:
-        result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: {merged.path} is invalid (see its "
-                    "error), and it is merged into the runtime's pods", "fix it; the TrainJob is then checked "
+    shaping = next((f for f in result.errors if any(_under(f.path, p) for p in SHAPES_PODS)), None)
+    if shaping is not None:
+        result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: {shaping.path} is invalid (see its "
+                    "error), and the runtime's pods are built from it", "fix it; the TrainJob is then checked "
                     "against the runtime")
         return result, None
     if rkey not in ctx.batch:
