@@ -196,3 +196,30 @@ def test_a_document_that_is_not_an_object_says_what_it_is(doc: Any, message: str
 
     (error,) = parse_document(doc).result.errors
     assert error.message == message and "NoneType" not in error.message
+
+
+def _alias_bomb(levels: int) -> str:
+    """Each level is a list of ten aliases of the one before: 10^levels strings once expanded."""
+    lines = ["apiVersion: trainer.kubeflow.org/v1alpha1", "kind: TrainJob", "metadata: {name: bomb}", "spec:",
+             "  runtimeRef: {name: torch-distributed}", "  labels:", "    a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_excessive_aliasing_is_refused_before_anything_expands_it() -> None:
+    """Nine levels are 10^9 nodes: walking them took all memory, then a MemoryError traceback."""
+    loaded = load_text(_alias_bomb(9) + "---\n" + TRAINJOB.format(trainer="    numNodes: 1"), "bomb.yaml")
+    (error,) = loaded.result.errors
+    # (the nodes of the document itself, keys included, plus 10 + 100 + ... + 10^9 list items)
+    assert error.message == "excessive aliasing: its aliases (*name) expand 45 written nodes to 1234567925"
+    assert error.source == "bomb.yaml:1"
+    assert error.fix == "write the repeated parts out, or nest fewer aliases"
+    assert [o.name for o in loaded.objects] == ["t"]  # the other document still loads
+
+
+def test_aliases_within_reason_still_load() -> None:
+    text = TRAINJOB.format(trainer="    numNodes: 1\n    env: &env [{name: A, value: '1'}]") + (
+        "  labels: &labels {team: ml}\n  annotations: *labels\n")
+    loaded = load_text(text, "anchors.yaml")
+    assert not loaded.result.errors, loaded.result.errors
+    assert loaded.objects[0].spec.annotations == {"team": "ml"}
