@@ -37,9 +37,14 @@ test: install
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
 
-# Every loader path (current and legacy apiVersions) under >= 10,000 generated manifests; fails on any crash.
+# Every path a manifest can take -- the loader (current and legacy apiVersions, core kinds), validation and the
+# compiler, `kubetrain validate` (with the Pod Security lint), `render`, `apply`, `run` (up to submitting) and the
+# webhook's review handlers -- under 10,000 generated manifests each; fails on any crash. `make test` runs a fixed
+# sample of the same tests. Memory is capped (6 GB of address space): an input that makes kubetrain allocate
+# without bound fails its test with a MemoryError instead of taking a shared machine's memory.
+FUZZ_TESTS := tests/api/test_fuzz.py tests/cli/test_fuzz_entry_points.py tests/k8s/webhook/test_fuzz_review.py
 fuzz: install
-	KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q tests/api/test_fuzz.py
+	ulimit -v 6000000 && KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q -p no:cacheprovider --timeout=0 $(FUZZ_TESTS)
 
 lint: install
 	$(BIN)/ruff check src tests bench scripts

@@ -25,6 +25,23 @@ def _isolated_kubetrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypat
     monkeypatch.delenv("KUBETRAIN_BACKEND", raising=False)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzz targets' tally: how many examples each ran (a crash fails its test instead)."""
+    import sys
+
+    fuzzing = sys.modules.get("tests.fuzzing")
+    counts: dict[str, int] = getattr(fuzzing, "COUNTS", {})
+    if counts:
+        failed = [r for r in terminalreporter.stats.get("failed", []) if "fuzz" in r.nodeid]
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        profile = os.environ.get("KUBETRAIN_FUZZ_PROFILE", "ci")
+        crashes = f"{len(failed)} failed fuzz test(s), see above" if failed else "0 crashes"
+        terminalreporter.write_line(f"fuzz ({profile} profile): {sum(counts.values())} examples ({detail}), {crashes}")
+        reached: dict[str, int] = getattr(fuzzing, "REACHED", {})
+        if reached:
+            terminalreporter.write_line("fuzz reached: " + ", ".join(f"{k} {v}" for k, v in sorted(reached.items())))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # Finalise objects tests left for the garbage collector (e.g. HTTP sessions of backends a test dropped)
     # while pytest still owns the output, so nothing is printed after its closing summary line.

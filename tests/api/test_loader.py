@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,73 @@ def test_a_document_that_fails_to_load_still_says_what_it_is_and_what_is_left() 
     (identity,) = loaded.rejected
     assert (identity.kind, identity.name) == ("TrainJob", "t")
     assert loaded.result.errors[0].obj == "TrainJob t"
+
+
+@pytest.mark.parametrize(("doc", "path", "message", "fix"), [
+    # pydantic's own words used to reach the user ("Input should be a valid boolean", "String should have at
+    # least 1 character"); each type of error now says what was expected and how to write it.
+    ({"spec": {"runtimeRef": {"name": "t"}, "suspend": [True]}}, "spec.suspend",
+     "expected true or false, got [true]", "write true or false without quotes"),
+    ({"spec": {"runtimeRef": {"name": ""}}}, "spec.runtimeRef.name", "must not be empty",
+     "set spec.runtimeRef.name to a non-empty string"),
+    ({"spec": {"runtimeRef": {"name": "t"}, "trainer": {"numNodes": "x"}}}, "spec.trainer.numNodes",
+     "expected an integer, got 'x'", "write a whole number without quotes, e.g. 2"),
+    ({"spec": {"runtimeRef": {"name": "t"}, "trainer": {"numNodes": -1}}}, "spec.trainer.numNodes",
+     "must be greater than or equal to 0, got -1", "use a value >= 0"),
+    # A union (int | float | str) reports each branch: one finding, in the words of quantities.
+    ({"spec": {"runtimeRef": {"name": "t"}, "trainer": {"resourcesPerNode": {"limits": {"cpu": [1]}}}}},
+     "spec.trainer.resourcesPerNode.limits.cpu", "expected a quantity, got a list [1]", None),
+    ({"spec": {"runtimeRef": {"name": "t"}, "trainer": {"resourcesPerNode": {"requests": {"memory": None}}}}},
+     "spec.trainer.resourcesPerNode.requests.memory", "expected a quantity, got nothing (an empty value)", None),
+])
+def test_every_type_error_is_explained_in_the_manifests_words(
+    doc: dict[str, Any], path: str, message: str, fix: str | None
+) -> None:
+    from kubetrain.api.loader import parse_document
+
+    parsed = parse_document({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                             "metadata": {"name": "t"}, **doc})
+    found = {e.path: e for e in parsed.result.errors}
+    assert found[path].message == message
+    if fix is not None:
+        assert found[path].fix == fix
+    assert found[path].fix  # every one says how to fix it
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    (None, "expected a Kubernetes object (a mapping), got an empty document"),
+    ([1, 2], "expected a Kubernetes object (a mapping), got a list"),
+    ("text", "expected a Kubernetes object (a mapping), got a single value"),
+])
+def test_a_document_that_is_not_an_object_says_what_it_is(doc: Any, message: str) -> None:
+    from kubetrain.api.loader import parse_document
+
+    (error,) = parse_document(doc).result.errors
+    assert error.message == message and "NoneType" not in error.message
+
+
+def _alias_bomb(levels: int) -> str:
+    """Each level is a list of ten aliases of the one before: 10^levels strings once expanded."""
+    lines = ["apiVersion: trainer.kubeflow.org/v1alpha1", "kind: TrainJob", "metadata: {name: bomb}", "spec:",
+             "  runtimeRef: {name: torch-distributed}", "  labels:", "    a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_excessive_aliasing_is_refused_before_anything_expands_it() -> None:
+    """Nine levels are 10^9 nodes: walking them took all memory, then a MemoryError traceback."""
+    loaded = load_text(_alias_bomb(9) + "---\n" + TRAINJOB.format(trainer="    numNodes: 1"), "bomb.yaml")
+    (error,) = loaded.result.errors
+    # (the nodes of the document itself, keys included, plus 10 + 100 + ... + 10^9 list items)
+    assert error.message == "excessive aliasing: its aliases (*name) expand 45 written nodes to 1234567925"
+    assert error.source == "bomb.yaml:1"
+    assert error.fix == "write the repeated parts out, or nest fewer aliases"
+    assert [o.name for o in loaded.objects] == ["t"]  # the other document still loads
+
+
+def test_aliases_within_reason_still_load() -> None:
+    text = TRAINJOB.format(trainer="    numNodes: 1\n    env: &env [{name: A, value: '1'}]") + (
+        "  labels: &labels {team: ml}\n  annotations: *labels\n")
+    loaded = load_text(text, "anchors.yaml")
+    assert not loaded.result.errors, loaded.result.errors
+    assert loaded.objects[0].spec.annotations == {"team": "ml"}

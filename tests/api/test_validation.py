@@ -260,3 +260,32 @@ def test_elastic_metrics_are_metric_specs(metric: dict[str, Any], path: str, mes
     rt = RuntimeBuilder().ml(torch={"elasticPolicy": {"maxNodes": 4, "metrics": [metric]}}).trainer().build()
     found = errors(validate_runtime_object(rt))
     assert found == {"spec.mlPolicy.torch.elasticPolicy.metrics" + path: message}
+
+
+LIMIT = "must be at most 100000 (Kubernetes runs an Indexed Job of at most that many pods), got 100001"
+
+
+@pytest.mark.parametrize(("runtime", "path", "message"), [
+    (RuntimeBuilder().ml(numNodes=100_001, torch={}).trainer(), "spec.mlPolicy.numNodes", LIMIT),
+    (RuntimeBuilder().ml(torch={"elasticPolicy": {"minNodes": 100_001, "maxNodes": 100_001}}).trainer(),
+     "spec.mlPolicy.torch.elasticPolicy.minNodes", LIMIT),
+    (RuntimeBuilder().ml(numNodes=1, torch={}).trainer().rjob("w", parallelism=100_001),
+     "spec.template.spec.replicatedJobs[1].template.spec.parallelism", LIMIT),
+    (RuntimeBuilder().ml(numNodes=1, torch={}).trainer().rjob("w", replicas=1000, parallelism=101),
+     "spec.template.spec.replicatedJobs[1].replicas",
+     "1000 Jobs x 101 pod(s) = 101000 pods, more than the 100000 kubetrain runs per replicated job"),
+])  # fmt: skip
+def test_pod_counts_are_bounded_before_anything_makes_one_name_per_pod(
+    runtime: RuntimeBuilder, path: str, message: str
+) -> None:
+    assert errors(validate_runtime_object(runtime.build()))[path] == message
+
+
+def test_a_trainjob_of_too_many_nodes_is_not_built_against_its_runtime() -> None:
+    from kubetrain.compiler import Subject, validate_objects
+
+    tj = TrainJobBuilder(runtime="torch-distributed").trainer(numNodes=100_001).build()
+    (result,) = validate_objects([Subject(tj)], installed=builtin_runtimes())
+    assert errors(result) == {"spec.trainer.numNodes": LIMIT}
+    assert result.warnings[0].message.startswith('not checked against ClusterTrainingRuntime "torch-distributed": '
+                                                 "spec.trainer.numNodes is invalid")

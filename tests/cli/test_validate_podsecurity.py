@@ -94,7 +94,9 @@ def test_json_has_one_entry_per_runtime_and_trainjob(tmp_path: Path) -> None:
     ]
     assert entries[("ClusterTrainingRuntime", "insecure")]["namespace"] is None
     assert [e["level"] for e in entries.values()] == ["privileged", "privileged", "baseline", None]
-    assert entries[("TrainJob", "lost")]["error"] == "runtime not found"
+    assert entries[("TrainJob", "lost")]["error"] == (
+        'not rated: spec.runtimeRef.name: ClusterTrainingRuntime "nowhere" not found: specified '
+        "clusterTrainingRuntime must be created before the TrainJob is created")
     assert entries[("TrainJob", "plain")]["namespace"] == "default"
     privileged = next(f for f in entries[("TrainJob", "job")]["findings"] if f["check"] == "privileged")
     assert privileged == {
@@ -134,7 +136,7 @@ def test_strict_counts_every_warning(tmp_path: Path) -> None:
     path = write(tmp_path, "old.yaml", text)
     plain = CliRunner().invoke(cli, ["validate", "-f", path])
     assert plain.exit_code == 0 and "0 error(s), 1 warning(s)" in plain.output, plain.output
-    assert "is deprecated" in plain.output and "PodSecurity" not in plain.output
+    assert "is deprecated" in plain.output and "PodSecurity baseline" not in plain.output
     assert CliRunner().invoke(cli, ["validate", "--strict", "-f", path]).exit_code == 1
 
 
@@ -146,3 +148,35 @@ def test_runtimes_list_shows_the_pod_security_level() -> None:
     levels = {line.split()[0]: line.split()[-2] for line in lines if line.strip()}
     assert levels["torch-distributed-restricted"] == "restricted"
     assert levels["torch-distributed"] == levels["deepspeed-distributed"] == "baseline"
+
+
+def test_a_privileged_runtime_is_told_everything_restricted_refuses(tmp_path: Path) -> None:
+    """Not only its baseline violations: PodSecurity's own line for restricted, under the report line (at every
+    --pod-security level), and in -o json. A TrainJob on that runtime does not repeat it."""
+    files = ["-f", write(tmp_path, "rt.yaml", INSECURE), "-f", write(tmp_path, "job.yaml", JOB % "insecure")]
+    restricted = (
+        'job node: would violate PodSecurity "restricted:latest": host namespaces (hostNetwork=true, hostPID=true), '
+        'privileged (container "node" must not set securityContext.privileged=true), '
+        'allowPrivilegeEscalation != false (container "node" must set securityContext.allowPrivilegeEscalation=false), '
+        'unrestricted capabilities (container "node" must set securityContext.capabilities.drop=["ALL"]; '
+        'container "node" must not include "SYS_ADMIN" in securityContext.capabilities.add), '
+        'restricted volume types (volume "root" uses restricted volume type "hostPath"), '
+        'runAsNonRoot != true (pod or container "node" must set securityContext.runAsNonRoot=true), '
+        'runAsUser=0 (container "node" must not set runAsUser=0), '
+        'seccompProfile (pod or container "node" must set securityContext.seccompProfile.type to "RuntimeDefault" or '
+        '"Localhost")'
+    )
+    for level in ("privileged", "baseline", "restricted"):
+        out = CliRunner().invoke(cli, ["validate", "--pod-security", level, *files]).output
+        assert f"pod security: ClusterTrainingRuntime insecure: privileged\n  {restricted}\n" in out
+        assert out.count("would violate PodSecurity") == 1, out
+    report = json.loads(CliRunner().invoke(cli, ["validate", "-o", "json", *files]).stdout)
+    entries = {(e["kind"], e["name"]): e for e in report["podSecurity"]}
+    for key in (("ClusterTrainingRuntime", "insecure"), ("TrainJob", "job")):
+        assert entries[key]["restricted"] == [{"replicatedJob": "node", "message": restricted.split(": ", 1)[1]}]
+
+
+def test_restricted_pods_get_no_restricted_line(tmp_path: Path) -> None:
+    job = write(tmp_path, "job.yaml", JOB % "torch-distributed-restricted")
+    out = CliRunner().invoke(cli, ["validate", "-f", job]).output
+    assert "pod security: TrainJob job: restricted" in out and "would violate" not in out

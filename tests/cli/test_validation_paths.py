@@ -3,6 +3,7 @@ backend has installed, print warnings, and never lose text to terminal markup.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,7 +127,25 @@ def test_multikueue_trainjobs_do_not_run_here_and_validate_says_why(tmp_path: Pa
         assert "remove spec.managedBy to run it here, or apply it to the cluster" in result.output
     checked = kubetrain("validate", "-f", tj)
     assert checked.exit_code == 0 and "so `kubetrain run` and `apply` here refuse it" in checked.output
-    assert "kind: JobSet" in kubetrain("render", "-f", tj).output  # a cluster would run it: render shows it
+    # On a cluster MultiKueue dispatches it and the trainer controller creates nothing: neither does render.
+    rendered = kubetrain("render", "-f", tj)
+    assert rendered.exit_code == 0 and rendered.stdout == ""
+    assert ("spec.managedBy: not rendered: the TrainJob is managed by 'kueue.x-k8s.io/multikueue', so the Kubeflow "
+            "Trainer controller creates no objects for it (MultiKueue dispatches it to a worker cluster, whose "
+            "controller creates them)") in rendered.stderr
+    assert "fix: to see the objects a cluster creates for it, render it without spec.managedBy" in rendered.stderr
+
+
+def test_render_skips_only_the_trainjobs_another_controller_manages(tmp_path: Path) -> None:
+    mine = trainjob("torch-distributed", "")
+    theirs = trainjob("torch-distributed", "  managedBy: kueue.x-k8s.io/multikueue\n").replace("demo", "other")
+    both = write(tmp_path, "tj.yaml", f"{mine}---\n{theirs}")
+    rendered = kubetrain("render", "--fixed-keys", "-o", "json", "-f", both)
+    assert rendered.exit_code == 0, rendered.output
+    names = [o["metadata"]["name"] for o in json.loads(rendered.stdout)["items"] if o["kind"] == "JobSet"]
+    assert names == ["demo"]
+    assert "TrainJob other: spec.managedBy: not rendered" in rendered.stderr
+    assert "TrainJob demo" not in rendered.stderr
 
 
 def test_an_empty_file_is_an_error(tmp_path: Path) -> None:

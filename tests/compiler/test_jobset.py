@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kubetrain.compiler import validate_trainjob
+import pytest
+
+from kubetrain.api.errors import CompileError
+from kubetrain.compiler import compile_trainjob, fixed_keygen, validate_trainjob
 from tests.builders import RuntimeBuilder, TrainJobBuilder, compile_objects, container, env, jobset, rjob
 
 INIT_MOUNT = [{"name": "initializer", "mountPath": "/workspace"}]
@@ -206,3 +209,19 @@ def test_owner_references_and_snapshot() -> None:
 
     snap = yaml.safe_load(objs["ConfigMap/own-runtime-snapshot"]["data"]["runtime"])
     assert snap["kind"] == "ClusterTrainingRuntime" and snap["metadata"]["name"] == "test-runtime"
+
+
+def test_the_compiler_refuses_more_pods_than_a_job_runs_before_naming_them() -> None:
+    """The compiler's input contract is a validated pair; called without validation (the Python API), a node
+    count of 10^12 is a CompileError naming the field, not 10^12 pod names."""
+    runtime = RuntimeBuilder("rt").ml(numNodes=1, torch={}).trainer().build()
+    huge = TrainJobBuilder(runtime="rt").trainer(numNodes=10**12).build()
+    with pytest.raises(CompileError) as raised:
+        compile_trainjob(huge, runtime, keygen=fixed_keygen())
+    assert raised.value.finding.path == "spec.trainer.numNodes"
+    assert raised.value.finding.message == (
+        'replicated job "node" would run 1000000000000 pods (1 Job(s) of 1000000000000); Kubernetes runs an Indexed '
+        "Job of at most 100000 pods")
+    at_the_limit = TrainJobBuilder(runtime="rt").trainer(numNodes=100_000).build()
+    jobset = compile_objects(at_the_limit, runtime)["JobSet/test-job"]
+    assert rjob(jobset, "node")["template"]["spec"]["parallelism"] == 100_000

@@ -101,16 +101,29 @@ def test_trainjob_overrides_are_judged() -> None:
     assert [(f.check, f.path) for f in report.findings] == [("hostNamespaces", POD.format(0) + ".hostIPC")]
 
 
-def test_a_trainjob_that_does_not_compile_has_no_level() -> None:
+def test_a_trainjob_validation_rejects_is_not_rated(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = RuntimeBuilder("empty").ml(numNodes=1, torch={}).build()
+    _never_compiled(monkeypatch)
     report = lint_trainjob(TrainJobBuilder(runtime="empty").build(), runtime)
-    assert report.level is None and report.error and "no replicated jobs" in report.error
+    assert report.level is None and report.error
+    assert report.error.startswith("not rated: spec.runtimeRef: ")
     assert report.to_json()["error"] == report.error
 
 
-def test_a_runtime_that_does_not_compile_is_linted_as_written() -> None:
-    rt = insecure_runtime(flux={})  # kubetrain refuses to compile Flux
-    assert lint_runtime(rt).level == "privileged"
+def test_a_runtime_validation_rejects_is_not_rated_nor_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    _never_compiled(monkeypatch)
+    report = lint_runtime(insecure_runtime(flux={}))  # kubetrain refuses Flux
+    assert report.level is None and report.findings == [] and report.pods == {}
+    assert report.error == "not rated: spec.mlPolicy.flux: the Flux policy is not supported by kubetrain"
+
+
+def _never_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubetrain.compiler.podsecurity as lint
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the lint compiled what validation rejects")
+
+    monkeypatch.setattr(lint, "compile_trainjob", refuse)
 
 
 def test_probe_trainjob_references_the_runtime_in_its_namespace() -> None:
@@ -146,7 +159,7 @@ def test_warnings_fit_the_api_servers_limit() -> None:
 
 def test_json_shape() -> None:
     data = lint_runtime(insecure_runtime()).to_json()
-    assert set(data) == {"kind", "name", "namespace", "level", "pods", "findings"}
+    assert set(data) == {"kind", "name", "namespace", "level", "pods", "findings", "restricted"}
     assert data["pods"] == [
         {"replicatedJob": "init", "level": "baseline"},
         {"replicatedJob": "node", "level": "privileged"},

@@ -35,6 +35,8 @@ ANCESTORS: Final = (ANCESTOR_DATASET_INITIALIZER, ANCESTOR_MODEL_INITIALIZER, AN
 
 # Names.
 NODE: Final = "node"
+MAX_JOB_PODS: Final = 100_000
+"""Pods of one replicated job: Kubernetes runs an Indexed Job (what JobSet makes) of at most 10^5 pods."""
 LAUNCHER: Final = "launcher"
 DEFAULT_PORT: Final = 29500
 INITIALIZER_VOLUME: Final = "initializer"

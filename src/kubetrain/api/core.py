@@ -107,8 +107,9 @@ CoreObject = ConfigMap | Secret | PersistentVolumeClaim
 
 
 def _kind_of(value: Any) -> str:
-    names = {dict: "an object", list: "a list", bool: "a boolean", int: "an integer", float: "a number"}
-    return names.get(type(value), type(value).__name__)
+    names = {dict: "an object", list: "a list", bool: "a boolean", int: "an integer", float: "a number",
+             type(None): "null"}
+    return names.get(type(value), "a value of another type")
 
 
 def _name(result: Result, obj: CoreObject) -> None:

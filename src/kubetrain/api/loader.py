@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from kubetrain.api import constants as c
 from kubetrain.api.core import CORE_API_VERSION, CORE_KINDS, ConfigMap, PersistentVolumeClaim, Secret
-from kubetrain.api.diagnose import explain, path_text, salvage
+from kubetrain.api.diagnose import explain_all, path_text, salvage
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.fields import aliases, suggest
 from kubetrain.api.legacy import convert_ome_runtime
@@ -182,8 +182,41 @@ def _who(identity: Identity | None) -> str | None:
     return f"{identity.kind} {identity.namespace + '/' if identity.namespace else ''}{identity.name}"
 
 
+MAX_EXPANDED_NODES = 100_000
+"""A document whose aliases expand it beyond this many nodes (and tenfold what is written) is refused, as the API
+server's YAML decoder refuses "excessive aliasing": nine nested lists of ten aliases are 10^9 nodes."""
+
+
+class ExcessiveAliasing(yaml.YAMLError):
+    def __init__(self, node: yaml.Node, expanded: int, written: int):
+        super().__init__(f"its aliases (*name) expand {written} written nodes to {expanded}")
+        self.problem = str(self)
+        self.problem_mark = node.start_mark
+
+
+def _check_aliasing(node: yaml.Node | None) -> None:
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        # An alias is the same node object again: counted once written, as often as it is used expanded.
+        if id(n) not in sizes:
+            sizes[id(n)] = 0  # a recursive alias is refused by the YAML composer before this
+            children = [x for pair in n.value for x in pair] if isinstance(n, yaml.MappingNode) else (
+                n.value if isinstance(n, yaml.SequenceNode) else [])
+            sizes[id(n)] = 1 + sum(size(c) for c in children)
+        return sizes[id(n)]
+
+    if node is None:
+        return
+    expanded = size(node)
+    if expanded > MAX_EXPANDED_NODES and expanded > 10 * len(sizes):
+        raise ExcessiveAliasing(node, expanded, len(sizes))
+
+
 def _documents(text: str) -> list[tuple[yaml.Node | None, Any]]:
     nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    for node in nodes:
+        _check_aliasing(node)  # before anything walks the expanded document
     docs = list(yaml.safe_load_all(text))
     return list(zip(nodes, docs, strict=True))
 
@@ -200,6 +233,9 @@ def _sections(text: str) -> list[str]:
 def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> Finding:
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
+    if isinstance(exc, ExcessiveAliasing):
+        return Finding("", f"excessive aliasing: {exc}", "write the repeated parts out, or nest fewer aliases",
+                       source=f"{source}:{line}")
     lines = text.splitlines()
     for i, raw in enumerate(lines):
         if raw.strip() == "..." and i < len(lines) and (line is None or abs(line - (i + 1)) <= 2):
@@ -294,7 +330,8 @@ def parse_document(
         )
 
     if not isinstance(doc, dict):
-        error((), f"expected a Kubernetes object (a mapping), got a {type(doc).__name__}",
+        got = "an empty document" if doc is None else f"{'a list' if isinstance(doc, list) else 'a single value'}"
+        error((), f"expected a Kubernetes object (a mapping), got {got}",
               "each YAML document must start with apiVersion: and kind:")
         return Parsed(None, result)
     kind, api_version = doc.get("kind"), doc.get("apiVersion")
@@ -351,13 +388,8 @@ def parse_document(
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
-        reported: set[tuple[Any, ...]] = set()
-        for err in exc.errors():
-            path, message, fix = explain(err, doc, model, str(kind))
-            if path in reported:
-                continue  # one message per field: a union reports each branch that failed
-            reported.add(path)
-            if path[:1] == ("spec",) and misplaced and err["type"] in ("missing", "model_type", "dict_type"):
+        for path, message, fix, etype in explain_all(exc.errors(), doc, model, str(kind)):
+            if path[:1] == ("spec",) and misplaced and etype in ("missing", "model_type", "dict_type"):
                 continue  # already explained as misplaced structure
             error(path, message, fix)
         partial, pruned = salvage(doc, model, misplaced)
@@ -378,12 +410,8 @@ def _parse_core(doc: dict[str, Any], kind: str, api_version: str, result: Result
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
-        reported: set[tuple[Any, ...]] = set()
-        for err in exc.errors():
-            path, message, fix = explain(err, doc, model, kind)
-            if path not in reported:
-                reported.add(path)
-                error(path, message, fix)
+        for path, message, fix, _ in explain_all(exc.errors(), doc, model, kind):
+            error(path, message, fix)
         return Parsed(None, result, identity_of(doc))
     return Parsed(obj, result)  # type: ignore[arg-type]
 

@@ -51,7 +51,13 @@ def _kind(value: Any) -> str:
         return "nothing"
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
              float: "a number"}
-    return names.get(type(value), type(value).__name__)
+    return names.get(type(value), "a value of another type")
+
+
+def _shown(value: Any) -> str:
+    """The value as the manifest wrote it (``true``, ``[1]``; strings quoted), cut to 40 characters."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _walk(value: Any, schema: Schema, path: str, out: list[Finding], partial: bool = False) -> None:
@@ -77,7 +83,8 @@ def _walk(value: Any, schema: Schema, path: str, out: list[Finding], partial: bo
             fixes = {"string": "quote it", "array": "write list items with a leading '- '",
                      "object": "check the indentation of the fields below it"}
             fix = fixes.get(expected)
-            out.append(Finding(path, f"expected {_kind(_example(expected))}, got {_kind(value)} ({value!r:.40})", fix))
+            got = f"{_kind(value)} ({_shown(value)})"
+            out.append(Finding(path, f"expected {_kind(_example(expected))}, got {got}", fix))
             return
     if "enum" in schema and value not in schema["enum"]:
         out.append(Finding(path, f"invalid value {value!r}", f"expected one of {', '.join(map(str, schema['enum']))}"))
@@ -99,6 +106,11 @@ def _walk(value: Any, schema: Schema, path: str, out: list[Finding], partial: bo
                 out.append(Finding(f"{path}.{req}", f"required field `{req}` is missing", f"add {req}"))
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
+            if item is None and schema["items"].get("type") in ("object", "array"):
+                # Unlike an empty key, an empty list item is not "unset": the API server refuses the null.
+                out.append(Finding(f"{path}[{i}]", f"expected {_kind(_example(schema['items']['type']))}, got an "
+                                   "empty list item (null)", "remove the empty '- ' line, or fill the item in"))
+                continue
             _walk(item, schema["items"], f"{path}[{i}]", out, partial)
 
 

@@ -66,7 +66,9 @@ class Quantity:
         Surrounding whitespace is allowed (the API server trims a JSON string before parsing); nothing else is.
         """
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-            raise QuantityError(f"expected a quantity (a string or a number), got {type(raw).__name__}")
+            names = {type(None): "null", bool: "true/false", list: "a list", dict: "an object"}
+            got = names.get(type(raw), "another type")
+            raise QuantityError(f"expected a quantity (a string or a number), got {got}")
         if isinstance(raw, float):
             if not math.isfinite(raw):
                 raise QuantityError(FORMAT_ERROR)

@@ -7,6 +7,7 @@ server expects and how to fix it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -80,7 +81,10 @@ def format_problem(raw: Any) -> tuple[str, str] | None:
         return (f"expected a quantity as a string or an integer, got the number {text}",
                 f'quote it ("{text}") or write it without a fraction (e.g. 1500m for 1.5)')
     if isinstance(raw, bool) or not isinstance(raw, int | str):
-        return f"expected a quantity, got {type(raw).__name__} {raw!r:.40}", QUANTITY_FIX
+        shown = json.dumps(raw, default=str, ensure_ascii=False)[:40]
+        got = {type(None): "nothing (an empty value)", bool: shown, list: f"a list {shown}",
+               dict: f"an object {shown}"}.get(type(raw), shown)
+        return f"expected a quantity, got {got}", QUANTITY_FIX
     try:
         Quantity.parse(raw)
     except QuantityError as exc:

@@ -80,6 +80,9 @@ def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None)
                 "write it as hf://org/name, s3://bucket/path, ...",
             )
     t = spec.trainer
+    if t is not None and t.num_nodes is not None and t.num_nodes > c.MAX_JOB_PODS:
+        result.error("spec.trainer.numNodes", f"must be at most {c.MAX_JOB_PODS} (Kubernetes runs an Indexed Job of "
+                     f"at most that many pods), got {t.num_nodes}", "use fewer nodes")
     if t is not None and isinstance(t.num_proc_per_node, int) and t.num_proc_per_node < 1:
         result.error(
             "spec.trainer.numProcPerNode",
@@ -166,6 +169,13 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
                 "numNodes should not be set if torch.elasticPolicy is configured",
                 "remove numNodes and set elasticPolicy.minNodes/maxNodes",
             )
+        elastic = ml.torch.elastic_policy if ml.torch is not None else None
+        for path, nodes in (("spec.mlPolicy.numNodes", ml.num_nodes),
+                            ("spec.mlPolicy.torch.elasticPolicy.minNodes", elastic.min_nodes if elastic else None),
+                            ("spec.mlPolicy.torch.elasticPolicy.maxNodes", elastic.max_nodes if elastic else None)):
+            if nodes is not None and nodes > c.MAX_JOB_PODS:
+                result.error(path, f"must be at most {c.MAX_JOB_PODS} (Kubernetes runs an Indexed Job of at most "
+                             f"that many pods), got {nodes}", "use fewer nodes")
         if ml.torch is not None and ml.torch.elastic_policy is not None:
             metrics = ml.torch.elastic_policy.metrics
             result.errors.extend(check_metrics(metrics, "spec.mlPolicy.torch.elasticPolicy.metrics"))
@@ -249,6 +259,15 @@ def _replicated_jobs(result: Result, runtime: AnyRuntime) -> None:
         labels = (rj.template.metadata.labels if rj.template.metadata else None) or {}
         ancestor = labels.get(c.LABEL_ANCESTOR)
         pod = rj.template.spec.template.spec
+        job = rj.template.spec
+        for field, count in (("parallelism", job.parallelism), ("completions", job.completions)):
+            if count is not None and count > c.MAX_JOB_PODS:
+                result.error(f"{path}.template.spec.{field}", f"must be at most {c.MAX_JOB_PODS} (Kubernetes runs an "
+                             f"Indexed Job of at most that many pods), got {count}", "use fewer pods")
+        total = (rj.replicas or 1) * (job.parallelism or 1)
+        if total > c.MAX_JOB_PODS:
+            result.error(f"{path}.replicas", f"{rj.replicas} Jobs x {job.parallelism or 1} pod(s) = {total} pods, more "
+                         f"than the {c.MAX_JOB_PODS} kubetrain runs per replicated job", "use fewer replicas")
         for finding in check_pod_spec(pod, f"{path}.template.spec.template.spec"):
             result.errors.append(finding)
         containers = pod.get("containers")

@@ -11,37 +11,35 @@ from kubetrain.api.errors import Finding, KubetrainError, Result
 from kubetrain.api.loader import Manifest
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._common import Source, describe, tag
+from kubetrain.cli._common import Source, tag
 
 if TYPE_CHECKING:
     from kubetrain.local.scheduling.resources import Capacity
 
 
 def capacity_warnings(
-    objects: Sequence[Manifest], sources: Sequence[Source], catalog: Sequence[AnyRuntime], checked: Result
+    objects: Sequence[Manifest], sources: Sequence[Source], runtimes: Sequence[AnyRuntime | None]
 ) -> Result:
-    """One warning per TrainJob (without errors of its own) that could never be admitted on this machine."""
-    from kubetrain.compiler import compile_trainjob, resolve_runtime
+    """One warning per TrainJob that could never be admitted on this machine. ``runtimes``: validation's verdict
+    per object (``kubetrain.compiler.validate_batch``), the runtime a valid TrainJob was checked against; nothing
+    else is compiled."""
+    from kubetrain.compiler import compile_trainjob
     from kubetrain.compiler.keys import fixed_keygen
     from kubetrain.local.plan import build_plan, find_jobset
     from kubetrain.local.scheduling import gang
     from kubetrain.local.scheduling.resources import find_podgroup, pod_requests
 
-    broken = {f.obj for f in checked.errors}
     result = Result()
     capacity = None
-    for obj, source in zip(objects, sources, strict=True):
-        if not isinstance(obj, TrainJob) or describe(obj) in broken:
-            continue
-        runtime, _ = resolve_runtime(obj, catalog)
-        if runtime is None:
+    for obj, source, runtime in zip(objects, sources, runtimes, strict=True):
+        if not isinstance(obj, TrainJob) or runtime is None:
             continue
         try:
             compiled = compile_trainjob(obj, runtime, keygen=fixed_keygen())
             plan = build_plan(find_jobset(compiled))
             requests = {p.short: pod_requests(p.spec) for p in plan.pods()}
         except KubetrainError:
-            continue  # its runtime is invalid: that is reported on the runtime, with a warning on the TrainJob
+            continue  # said by validation or render; this check has nothing to add
         if capacity is None:
             capacity = _capacity()
         found = Result()

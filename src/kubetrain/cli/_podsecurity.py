@@ -11,8 +11,9 @@ from kubetrain.api.podsecurity import Level
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.cli._common import Source, tag
-from kubetrain.compiler import resolve_runtime
-from kubetrain.compiler.podsecurity import PodSecurityReport, lint_runtime, lint_trainjob
+from kubetrain.compiler.podsecurity import PodSecurityReport, lint_runtime, lint_trainjob, not_rated
+
+NOT_CHECKED = "not rated: it was not checked against its runtime (see the warnings)"
 
 
 def _key(kind: str, name: str, namespace: str | None) -> tuple[str, str, str | None]:
@@ -22,31 +23,40 @@ def _key(kind: str, name: str, namespace: str | None) -> tuple[str, str, str | N
 def pod_security(
     objects: Sequence[Manifest],
     sources: Sequence[Source],
-    catalog: Sequence[AnyRuntime],
+    results: Sequence[Result],
+    runtimes: Sequence[AnyRuntime | None],
     level: Level,
     reports: list[PodSecurityReport],
 ) -> Result:
     """Append a report per runtime and TrainJob to ``reports``; return the findings below ``level``.
 
-    A TrainJob repeats none of the findings already reported for its runtime in the same run: the fix
-    belongs to the runtime, and one warning per failed check is enough.
+    ``results`` and ``runtimes`` are validation's verdict per object (``kubetrain.compiler.validate_batch``):
+    only what it accepted is compiled and rated, a TrainJob with exactly the runtime it was checked against;
+    the rest is reported "not rated" with the reason. A TrainJob repeats none of the findings already reported for its
+    runtime in the same run: the fix belongs to the runtime, and one warning per failed check is enough.
     """
     runtime_reports = {
-        id(obj): lint_runtime(obj) for obj in objects if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime)
+        id(obj): lint_runtime(obj)
+        for obj, own in zip(objects, results, strict=True)
+        if own.ok and isinstance(obj, TrainingRuntime | ClusterTrainingRuntime)
     }
     reported = {_key(r.kind, r.name, r.namespace): {f.path for f in r.findings} for r in runtime_reports.values()}
     result = Result()
-    for obj, source in zip(objects, sources, strict=True):
+    for obj, source, own, runtime in zip(objects, sources, results, runtimes, strict=True):
         origin = None
-        if id(obj) in runtime_reports:
+        if isinstance(obj, TrainingRuntime | ClusterTrainingRuntime):
+            if id(obj) not in runtime_reports:
+                namespace = obj.metadata.namespace if isinstance(obj, TrainingRuntime) else None
+                reports.append(PodSecurityReport(obj.kind, obj.name, namespace, None, error=not_rated(own)))
+                continue
             report = runtime_reports[id(obj)]
             shown = report.violations(level)
         elif isinstance(obj, TrainJob):
-            runtime, _ = resolve_runtime(obj, catalog)
             if runtime is None:
-                reports.append(PodSecurityReport("TrainJob", obj.name, obj.namespace, None, error="runtime not found"))
+                why = NOT_CHECKED if own.ok else not_rated(own)
+                reports.append(PodSecurityReport("TrainJob", obj.name, obj.namespace, None, error=why))
                 continue
-            report = lint_trainjob(obj, runtime)
+            report = lint_trainjob(obj, runtime, checked=True)
             known = reported.get(_key(runtime.kind, runtime.name, runtime.metadata.namespace), set())
             shown = [f for f in report.violations(level) if f.path not in known]
             origin = f"{runtime.kind} {runtime.name}"

@@ -16,7 +16,7 @@ from kubetrain.api.loader import Manifest
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.cli._backend import is_cluster, local_backend, select_backend
 from kubetrain.cli._common import Source, load_files, tag
-from kubetrain.compiler import Subject, validate_objects
+from kubetrain.compiler import Subject, validate_batch
 from kubetrain.compiler.validate import Local
 
 
@@ -35,6 +35,8 @@ class Checked:
     result: Result = field(default_factory=Result)
     installed: list[AnyRuntime] = field(default_factory=list)  # the backend's runtimes the files do not replace
     documents: int = 0  # objects of the files, including those that failed to load
+    results: list[Result] = field(default_factory=list)  # per object: its own findings, untagged
+    runtimes: list[AnyRuntime | None] = field(default_factory=list)  # per object: a valid TrainJob's runtime
 
 
 def check_files(
@@ -52,7 +54,10 @@ def check_files(
         if namespace and subject.obj.kind != c.KIND_CLUSTER_TRAINING_RUNTIME and not subject.obj.metadata.namespace:
             subject.obj.metadata.namespace = namespace
     installed = _installed(backend, checked.result)
-    results = validate_objects(subjects, installed=installed, rejected=loaded.rejected, local=local)
+    validated = validate_batch(subjects, installed=installed, rejected=loaded.rejected, local=local)
+    results = validated.results
+    checked.results = results[: len(checked.objects)]
+    checked.runtimes = validated.runtimes[: len(checked.objects)]
     given = {(o.kind, o.metadata.namespace, o.name) for o in checked.objects if o.kind != c.KIND_TRAINJOB}
     checked.installed = [r for r in installed or [] if (r.kind, r.metadata.namespace, r.name) not in given]
     for subject, source, result in zip(subjects, sources, results, strict=True):

@@ -6,15 +6,34 @@ import sys
 
 import click
 
+from kubetrain.api import constants as c
 from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
-from kubetrain.api.errors import KubetrainError
-from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
+from kubetrain.api.errors import KubetrainError, Result
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._common import dump, fail, files_option, print_findings
+from kubetrain.cli._common import Source, dump, fail, files_option, print_findings, tag
 from kubetrain.cli.checking import check_files, checking_backend, close_backend
-from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen, resolve_runtime
+from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen
 
 CORE_TYPES = (ConfigMap, Secret, PersistentVolumeClaim)
+
+
+def managed_elsewhere(tj: TrainJob, source: Source) -> Result:
+    """A warning when another controller manages ``tj`` (``spec.managedBy``): the Kubeflow Trainer controller,
+    like kubetrain's operator, creates nothing for it, so there is nothing to render. Empty otherwise."""
+    managed_by = tj.spec.managed_by
+    found = Result()
+    if managed_by in (None, "", c.MANAGED_BY_DEFAULT):
+        return found
+    who = ("MultiKueue dispatches it to a worker cluster, whose controller creates them"
+           if managed_by == c.MANAGED_BY_MULTIKUEUE else "that controller creates whatever it runs")
+    found.warn(
+        "spec.managedBy",
+        f"not rendered: the TrainJob is managed by {managed_by!r}, so the Kubeflow Trainer controller creates no "
+        f"objects for it ({who})",
+        f"to see the objects a cluster creates for it, render it without spec.managedBy (or with "
+        f"{c.MANAGED_BY_DEFAULT})",
+    )
+    return tag(found, tj, source)
 
 
 def register(group: click.Group) -> None:
@@ -41,7 +60,8 @@ def register(group: click.Group) -> None:
         Runtimes come from the -f files, then the backend's installed ones (this machine's applied and built-in
         runtimes, or a cluster's with --context/--kubeconfig). ConfigMaps, Secrets and PersistentVolumeClaims of
         the files are printed first, as given. Nothing is applied anywhere; nothing is printed unless every object
-        is valid.
+        is valid. A TrainJob managed by another controller (spec.managedBy, e.g. kueue.x-k8s.io/multikueue) gets
+        no objects, as on a cluster: a warning on stderr says so, and the exit status stays 0.
 
         \b
         Examples:
@@ -56,17 +76,23 @@ def register(group: click.Group) -> None:
         print_findings(checked.result)
         if not checked.result.ok:
             sys.exit(1)
-        jobs = [o for o in checked.objects if isinstance(o, TrainJob)]
+        jobs = [
+            (o, source, runtime)
+            for o, source, runtime in zip(checked.objects, checked.sources, checked.runtimes, strict=True)
+            if isinstance(o, TrainJob)
+        ]
         if not jobs:
             fail("no TrainJob in the given files", "pass the TrainJob manifest with -f")
-        runtimes = [o for o in checked.objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
         # The ConfigMaps, Secrets and claims of the files first: what the rendered pods reference.
         out: list[dict[str, object]] = [o.to_wire() for o in checked.objects if isinstance(o, CORE_TYPES)]
         keygen = fixed_keygen() if fixed_keys else ecdsa_keygen
-        for tj in jobs:
-            runtime, _ = resolve_runtime(tj, runtimes + checked.installed)
-            if runtime is None:  # validation resolved it; only a runtime deleted meanwhile gets here
-                fail(f'TrainJob "{tj.name}": its runtime "{tj.spec.runtime_ref.name}" is gone', None)
+        for tj, source, runtime in jobs:
+            skipped = managed_elsewhere(tj, source)
+            if skipped.warnings:
+                print_findings(skipped)
+                continue
+            if runtime is None:  # every TrainJob is valid here, so validation checked it against its runtime
+                fail(f'TrainJob "{tj.name}": its runtime "{tj.spec.runtime_ref.name}" could not be checked', None)
             try:
                 out += compile_trainjob(tj, runtime, keygen=keygen)
             except KubetrainError as exc:

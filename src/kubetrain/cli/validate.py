@@ -10,7 +10,6 @@ from rich.text import Text
 
 from kubetrain.api.errors import Result
 from kubetrain.api.podsecurity import LEVELS, Level
-from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.cli._backend import is_cluster
 from kubetrain.cli._capacity import capacity_warnings
 from kubetrain.cli._common import files_option, print_findings, stderr
@@ -34,12 +33,10 @@ def validate_files(
     if backend is None and not cluster:
         backend = BuiltinsOnly()
     checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "check")
-    given = [o for o in checked.objects if isinstance(o, TrainingRuntime | ClusterTrainingRuntime)]
-    catalog: list[AnyRuntime] = [*given, *checked.installed]
-    checked.result.extend(pod_security(checked.objects, checked.sources, catalog, pod_security_level,
-                                       [] if reports is None else reports))
+    checked.result.extend(pod_security(checked.objects, checked.sources, checked.results, checked.runtimes,
+                                       pod_security_level, [] if reports is None else reports))
     if not cluster:
-        checked.result.extend(capacity_warnings(checked.objects, checked.sources, catalog, checked.result))
+        checked.result.extend(capacity_warnings(checked.objects, checked.sources, checked.runtimes))
     return checked.result, checked.documents
 
 
@@ -70,8 +67,9 @@ def register(group: click.Group) -> None:
         applied on this machine and the built-in ones, or a cluster's with --context/--kubeconfig. Every error
         of every file is reported at once. The pods every runtime and TrainJob compiles to are rated
         privileged, baseline or restricted as Kubernetes' PodSecurity admission rates them; each check that
-        keeps them from --pod-security is a warning. Exits 1 when any error is found (with --strict: any
-        warning too).
+        keeps them from --pod-security is a warning, and pods below restricted get PodSecurity's own line
+        listing everything restricted refuses. Exits 1 when any error is found (with --strict: any warning
+        too).
 
         \b
         Examples:
@@ -100,8 +98,14 @@ def register(group: click.Group) -> None:
             click.echo(json.dumps(report, indent=2))
         else:
             print_findings(result)
+            shown: set[str] = set()
             for r in reports:
                 stderr.print(f"pod security: {r.kind} {r.name}: {r.level or r.error}", markup=False)
+                # What restricted refuses, as PodSecurity words it; a TrainJob does not repeat its runtime's.
+                for line in r.summaries():
+                    if line not in shown:
+                        shown.add(line)
+                        stderr.print(f"  {line}", markup=False, highlight=False)
             status = ("valid", "green") if result.ok else ("invalid", "red")
             stderr.print(Text.assemble(
                 f"{count} object(s) ", status, f": {len(result.errors)} error(s), {len(result.warnings)} warning(s)"

@@ -21,23 +21,29 @@ Public contract (backends rely on it):
 ``validate_objects(subjects, *, installed, rejected, local) -> list[Result]``
     The one validation entry point every path uses (CLI verbs on both backends, webhook, operator): a batch of
     TrainJobs and runtimes checked with every rule at once; see ``kubetrain.compiler.validate``.
+
+``validate_batch(...) -> Validated``
+    The same, plus which subjects may be compiled and the runtime each valid TrainJob was checked against: what
+    compiles after validation (the Pod Security lint, ``render``) takes its pairs from here.
 """
 
 from kubetrain.compiler.compile import compile_trainjob, validate_trainjob
 from kubetrain.compiler.keys import KeyGen, SSHKeyPair, ecdsa_keygen, fixed_keygen
 from kubetrain.compiler.plugins.trainer_status import StatusServer
 from kubetrain.compiler.resolve import resolve_runtime
-from kubetrain.compiler.validate import Subject, validate_objects
+from kubetrain.compiler.validate import Subject, Validated, validate_batch, validate_objects
 
 __all__ = [
     "KeyGen",
     "SSHKeyPair",
     "StatusServer",
     "Subject",
+    "Validated",
     "compile_trainjob",
     "ecdsa_keygen",
     "fixed_keygen",
     "resolve_runtime",
+    "validate_batch",
     "validate_objects",
     "validate_trainjob",
 ]

@@ -17,6 +17,10 @@ Rules, in one pass per object:
   left, and findings at the pruned paths (already reported by the loader) are dropped.
 
 Findings are de-duplicated per object (the same rule reached through two validators is reported once).
+
+:func:`validate_batch` also says which runtime each TrainJob that passed was checked against, so that what runs
+after validation (the Pod Security lint, rendering) compiles exactly the pairs validation accepted and never a
+runtime it found broken.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ that only the local backend has become warnings); ``None``: a cluster runs them.
 
 Key = tuple[str, str | None, str]  # (kind, namespace or None for cluster-scoped, name)
 
+# A TrainJob's fields that shape or size its pods: the overrides are merged into the runtime's pod templates as they
+# are (untyped pod specs), numNodes makes one pod name each. With errors there, the checks that build the pods wait
+# until they are fixed (they would build pods that are not Kubernetes-shaped, or too many).
+SHAPES_PODS = ("spec.podTemplateOverrides", "spec.runtimePatches", "spec.trainer.numNodes")
+
 
 @dataclass
 class Subject:
@@ -50,6 +59,20 @@ class Subject:
     obj: Manifest
     pruned: tuple[str, ...] = ()
     old: Manifest | None = None
+
+
+@dataclass
+class Validated:
+    """What :func:`validate_batch` found, per subject in order."""
+
+    results: list[Result]
+    runtimes: list[AnyRuntime | None]
+    """For a TrainJob without errors that was checked against its runtime: that runtime (valid itself, and the
+    pair compiles). None for every other subject, and for a TrainJob whose runtime could not be checked (missing,
+    invalid, failed to load, unreadable)."""
+    usable: list[bool]
+    """Whether the subject loaded whole and passed every rule (a TrainJob: against ``runtimes[i]``), so that it
+    may be compiled."""
 
 
 def validate_objects(
@@ -65,7 +88,19 @@ def validate_objects(
     is not in the batch are then checked on their own, with a warning); ``rejected``: documents of the batch
     that failed to load, by identity, so a TrainJob naming one is not told its runtime does not exist.
     """
+    return validate_batch(subjects, installed=installed, rejected=rejected, local=local).results
+
+
+def validate_batch(
+    subjects: Sequence[Subject],
+    *,
+    installed: Iterable[AnyRuntime] | None = (),
+    rejected: Iterable[Identity] = (),
+    local: Local = None,
+) -> Validated:
+    """:func:`validate_objects`, plus the runtime each TrainJob that passed was checked against."""
     results: list[Result] = []
+    runtimes: list[AnyRuntime | None] = [None] * len(subjects)
     batch: dict[Key, tuple[AnyRuntime, bool]] = {}  # key -> (runtime, usable)
     for subject in subjects:
         obj = subject.obj
@@ -90,12 +125,19 @@ def validate_objects(
         key = _key(subject.obj)
         if isinstance(subject.obj, TrainJob):
             old_tj = subject.old if isinstance(subject.old, TrainJob) else None
-            results[i] = _trainjob(subject.obj, old_tj, ctx)
+            results[i], runtimes[i] = _trainjob(subject.obj, old_tj, ctx)
         if key in seen:
             results[i].warn("metadata.name", f"{_describe(key)} appears more than once in the input; the last "
                             "definition replaces the earlier ones", "keep one definition per object")
         seen.add(key)
-    return [_tidy(r, s.pruned) for r, s in zip(results, subjects, strict=True)]
+    tidy = [_tidy(r, s.pruned) for r, s in zip(results, subjects, strict=True)]
+    usable = []
+    for i, subject in enumerate(subjects):
+        if subject.pruned or not tidy[i].ok:
+            runtimes[i] = None
+        checked = runtimes[i] is not None or not isinstance(subject.obj, TrainJob)
+        usable.append(tidy[i].ok and not subject.pruned and checked)
+    return Validated(tidy, runtimes, usable)
 
 
 @dataclass
@@ -108,7 +150,8 @@ class _Context:
     installed_results: dict[Key, Result] = field(default_factory=dict)  # each installed runtime checked once
 
 
-def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> Result:
+def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> tuple[Result, AnyRuntime | None]:
+    """The TrainJob's findings and, when it was checked against its runtime, that runtime."""
     result = validate_trainjob_object(tj, old=old)
     _managed_by(result, tj, ctx.local)
     ref = tj.spec.runtime_ref
@@ -117,19 +160,25 @@ def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> Result:
     if key in ctx.broken and key not in ctx.batch:
         result.warn("spec.runtimeRef", f"not checked against {_describe(key)}: that runtime failed to load (see "
                     "its errors)", "fix the runtime; the TrainJob is checked against it once it loads")
-        return result
+        return result, None
     runtime, found = resolve_runtime(tj, ctx.pool)
     if runtime is None:
         if ctx.unknown_installed and not any(f.path == "spec.runtimeRef" for f in found.errors):
             result.warn("spec.runtimeRef", f"not checked against {_describe(key)}: it is not among the given files "
                         "and the installed runtimes could not be read", "pass the runtime with -f as well")
-            return result
-        return result.extend(found)
+            return result, None
+        return result.extend(found), None
     rkey = _key(runtime)
     if rkey in ctx.batch and not ctx.batch[rkey][1]:
         result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: that runtime is invalid (see its "
                     "errors)", "fix the runtime; the TrainJob is checked against it once it is valid")
-        return result
+        return result, None
+    shaping = next((f for f in result.errors if any(_under(f.path, p) for p in SHAPES_PODS)), None)
+    if shaping is not None:
+        result.warn("spec.runtimeRef", f"not checked against {_describe(rkey)}: {shaping.path} is invalid (see its "
+                    "error), and the runtime's pods are built from it", "fix it; the TrainJob is then checked "
+                    "against the runtime")
+        return result, None
     if rkey not in ctx.batch:
         own = ctx.installed_results.get(rkey)
         if own is None:
@@ -140,8 +189,8 @@ def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> Result:
             result.error("spec.runtimeRef", f"{_describe(rkey)} is invalid: "
                          f"{first.path + ': ' if first.path else ''}{first.message}{more}",
                          "fix the runtime (kubetrain validate -f <runtime file>) and apply it again")
-            return result
-    return result.extend(validate_against_runtime(tj, runtime, old=old))
+            return result, None
+    return result.extend(validate_against_runtime(tj, runtime, old=old)), runtime
 
 
 def _managed_by(result: Result, tj: TrainJob, local: Local) -> None:

@@ -104,7 +104,7 @@ class Served:
             },
             "operation": operation,
             "namespace": namespace,
-            "name": (obj or old or {}).get("metadata", {}).get("name"),
+            "name": meta.get("name") if isinstance(meta := (obj or old or {}).get("metadata"), dict) else None,
             "object": obj,
             "oldObject": old,
             "userInfo": {"username": "tester"},

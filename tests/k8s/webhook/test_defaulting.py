@@ -7,6 +7,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from kubetrain.k8s.webhook import names
 from kubetrain.k8s.webhook.defaulting import format_time, runtime_patch_times
 from tests.k8s.webhook.conftest import NOW, STAMP, Served, trainjob
@@ -93,3 +95,22 @@ def test_mutation_does_not_touch_the_request_object() -> None:
     before = copy.deepcopy(obj)
     runtime_patch_times(obj, None, "CREATE", NOW)
     assert obj == before
+
+
+@pytest.mark.parametrize(("path", "operation", "obj", "old"), [
+    # The defaulter sees a request before the API server checks the schema: each of these was an
+    # AttributeError, answered as a 500 "internal error" that blocked the create.
+    (M, "CREATE", {**trainjob(), "spec": ["runtimeRef"]}, None),
+    (M, "UPDATE", {**trainjob(), "metadata": ["job"]}, trainjob()),
+    (M, "UPDATE", job(patch("acme.io/a")), {**trainjob(), "spec": "x"}),
+    (M, "UPDATE", job({**patch("a"), "manager": ["acme.io/a"]}), job(patch("acme.io/a"))),
+    (M, "CREATE", {**trainjob(), "spec": {"runtimeRef": {"name": "torch-distributed", "kind": "TrainingRuntime"}},
+                   "metadata": {"name": "job", "namespace": ["team"]}}, None),
+    (names.VALIDATE_TRAINJOB, "UPDATE", {**trainjob(), "metadata": ["job"]}, trainjob()),
+])  # fmt: skip
+def test_requests_of_any_shape_are_answered_not_crashed(
+    served: Served, path: str, operation: str, obj: dict[str, Any], old: dict[str, Any] | None
+) -> None:
+    resp = served.review(path, obj, old=old, operation=operation)
+    assert resp.get("status", {}).get("code") != 500, resp
+    assert "internal error" not in json.dumps(resp)

@@ -64,16 +64,30 @@ def job(runtime: str, namespace: str) -> dict[str, Any]:
     return obj
 
 
-def test_unlabelled_namespace_gets_the_findings_as_short_warnings(cluster: Served) -> None:
+RESTRICTED_OF_INSECURE = (
+    'job node: would violate PodSecurity "restricted:latest": host namespaces (hostPID=true), '
+    'privileged (container "node" must not set securityContext.privileged=true), '
+    'allowPrivilegeEscalation != false (container "node" must set securityContext.allowPrivilegeEscalation=false), '
+    'unrestricted capabilities (container "node" must set securityContext.capabilities.drop=["ALL"]), '
+    'runAsNonRoot != true (pod or container "node" must set securityContext.runAsNonRoot=true), '
+    'seccompProfile (pod or container "node" must set securityContext.seccompProfile.type to "RuntimeDefault" or '
+    '"Localhost")'
+)
+
+
+def test_unlabelled_namespace_gets_the_findings_and_everything_restricted_refuses(cluster: Served) -> None:
+    """One short line per baseline finding, then PodSecurity's own line for restricted: a privileged runtime's
+    user learns what restricted also needs, not only the baseline part."""
     resp = cluster.review(V, job("psa-insecure", "plain"), namespace="plain")
     assert resp["allowed"] is True
     expected = [f.short() for f in lint_runtime(insecure()).violations("baseline")]
-    assert resp["warnings"] == expected
-    assert resp["warnings"] == [
+    assert resp["warnings"][:-1] == expected
+    assert resp["warnings"][:-1] == [
         "PodSecurity baseline: job node: remove spec.hostPID",
         'PodSecurity baseline: job node, container "node": remove securityContext.privileged or set it to false',
     ]
-    assert all(len(w) <= 120 for w in resp["warnings"])
+    assert all(len(w) <= 120 for w in resp["warnings"][:-1])
+    assert resp["warnings"][-1] == RESTRICTED_OF_INSECURE
 
 
 def test_builtin_runtime_is_quiet_and_allowed_at_baseline(cluster: Served) -> None:
@@ -153,7 +167,9 @@ def test_namespace_lookup_failure_is_an_internal_error(cluster: Served) -> None:
 def test_cluster_runtime_gets_warnings_not_a_denial(cluster: Served) -> None:
     resp = cluster.review(VC, insecure().to_wire(), namespace=None)
     assert resp["allowed"] is True
-    assert resp["warnings"] == [f.short() for f in lint_runtime(insecure()).violations("baseline")]
+    report = lint_runtime(insecure())
+    assert resp["warnings"] == [f.short() for f in report.violations("baseline")] + report.summaries("baseline")
+    assert resp["warnings"][-1] == RESTRICTED_OF_INSECURE
 
 
 def test_training_runtime_in_an_enforcing_namespace_is_told_its_jobs_will_be_denied(cluster: Served) -> None:
@@ -182,5 +198,5 @@ def test_same_findings_as_kubetrain_validate(cluster: Served, tmp_path: Any) -> 
     validate_files((str(file),), None, reports=reports)
     runtime_report, job_report = reports
     webhook = cluster.review(V, job("psa-insecure", "plain"), namespace="plain")["warnings"]
-    assert webhook == [f.short() for f in job_report.violations("baseline")]
-    assert webhook == [f.short() for f in runtime_report.violations("baseline")]
+    assert webhook == [f.short() for f in job_report.violations("baseline")] + job_report.summaries("baseline")
+    assert webhook == [f.short() for f in runtime_report.violations("baseline")] + runtime_report.summaries()

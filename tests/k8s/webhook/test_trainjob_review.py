@@ -86,7 +86,7 @@ def test_schema_errors_stop_before_the_runtime_checks(served: Served) -> None:
     resp = served.review(V, trainjob(trainer={"numNodes": -1}))
     assert (
         resp["status"]["message"]
-        == "spec.trainer.numNodes: input should be greater than or equal to 0, got -1"
+        == "spec.trainer.numNodes: must be greater than or equal to 0, got -1 (fix: use a value >= 0)"
     )
 
 
@@ -212,7 +212,7 @@ def test_a_stored_runtime_that_breaks_a_rule_is_named_invalid(served: Served) ->
 def test_a_denial_lists_schema_errors_and_rule_errors_together(served: Served) -> None:
     resp = served.review(V, trainjob(name="Job_1", trainer={"numNodes": -3}))
     message = resp["status"]["message"]
-    assert "spec.trainer.numNodes: input should be greater than or equal to 0, got -3" in message
+    assert "spec.trainer.numNodes: must be greater than or equal to 0, got -3" in message
     assert "metadata.name: metadata.name must match RFC 1035 DNS label format, got 'Job_1'" in message
 
 

@@ -8,6 +8,8 @@ computes them (same checks, same per-version behaviour, same field semantics). P
   admission controller enforcing ``level:v1.<minor>`` (None: ``latest``) would find them.
 - ``namespace_policy(labels)``: the enforce and warn levels a namespace's ``pod-security.kubernetes.io/*``
   labels ask for.
+- ``would_violate(violations, "restricted:latest")``: PodSecurity's own one-line warning for those violations
+  (``summary``).
 
 See docs/security.md for the list of checks.
 """
@@ -26,6 +28,7 @@ from kubetrain.api.podsecurity.registry import (
     parse_level,
     parse_version,
 )
+from kubetrain.api.podsecurity.summary import would_violate
 
 __all__ = [
     "CHECKS",
@@ -42,4 +45,5 @@ __all__ = [
     "namespace_policy",
     "parse_level",
     "parse_version",
+    "would_violate",
 ]

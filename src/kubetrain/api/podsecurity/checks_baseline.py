@@ -7,19 +7,24 @@ function applies at which version is declared in ``registry``; the semantics fol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubetrain.api.podsecurity._pod import Container, Pod, flag, integer, items, obj, text
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One offending field: its path in the pod template, what is wrong and how to fix it."""
+    """One offending field: its path in the pod template, what is wrong and how to fix it; ``values``: the
+    offending values (capabilities, a volume type, a port, ...) and ``unset``: the containers that leave a
+    required field unset, for PodSecurity's wording of the failure (``kubetrain.api.podsecurity.summary``)."""
 
     path: str
     message: str
     fix: str
+    values: tuple[str, ...] = ()
+    unset: tuple[str, ...] = ()
 
 
 CheckFn = Callable[[Pod], list[Hit]]
@@ -104,6 +109,7 @@ def host_ports(pod: Pod) -> list[Hit]:
                         f"{_who(c)} binds host port {host_port}"
                         + (" (every port is a host port under hostNetwork)" if implied else ""),
                         "remove spec.hostNetwork" if implied else "remove hostPort; reach the pod through a Service",
+                        (str(host_port),),
                     )
                 )
     return hits
@@ -132,6 +138,7 @@ def capabilities_baseline(pod: Pod) -> list[Hit]:
                     c.field("securityContext", "capabilities", "add"),
                     f"{_who(c)} adds capabilities beyond the default set: {', '.join(extra)}",
                     f"remove {', '.join(extra)} from securityContext.capabilities.add",
+                    tuple(extra),
                 )
             )
     return hits
@@ -148,6 +155,7 @@ def _apparmor_hits(path: str, who: str, sc: dict[str, object] | None) -> list[Hi
             f"{path}.appArmorProfile.type",
             f"{who} sets AppArmor profile type {kind or '(empty)'}",
             "set appArmorProfile.type to RuntimeDefault or Localhost, or remove appArmorProfile",
+            (kind,),
         )
     ]
 
@@ -165,6 +173,7 @@ def app_armor_profile(pod: Pod) -> list[Hit]:
                     f"metadata.annotations[{key}]",
                     f"annotation sets AppArmor profile {value!r}",
                     "use runtime/default or localhost/<profile>, or securityContext.appArmorProfile",
+                    (f"{key}={json.dumps(value)}",),
                 )
             )
     return hits
@@ -182,6 +191,7 @@ def _selinux_hits(path: str, who: str, sc: dict[str, object] | None, allowed: fr
                 f"{path}.seLinuxOptions.type",
                 f"{who} sets SELinux type {kind}",
                 f"remove seLinuxOptions.type or use one of {', '.join(sorted(a for a in allowed if a))}",
+                (kind,),
             )
         )
     for field in ("user", "role"):
@@ -221,6 +231,7 @@ def seccomp_hit(path: str, who: str, kind: str) -> Hit:
         f"{path}.seccompProfile.type",
         f"{who} sets seccomp profile type {kind or '(empty)'}",
         "set seccompProfile.type to RuntimeDefault or Localhost",
+        (kind,),
     )
 
 
@@ -236,6 +247,7 @@ def seccomp_baseline_1_0(pod: Pod) -> list[Hit]:
             f"metadata.annotations[{key}]",
             f"annotation sets seccomp profile {pod.annotations[key]!r}",
             "use runtime/default or localhost/<profile>",
+            (f"{key}={json.dumps(pod.annotations[key])}",),
         )
         for key in sorted(set(keys))
         if key in pod.annotations and not ok(pod.annotations[key])
@@ -264,6 +276,7 @@ def _sysctls(pod: Pod, allowed: frozenset[str]) -> list[Hit]:
                     f"spec.securityContext.sysctls[{i}].name",
                     f"sysctl {name} is not in the safe set",
                     "remove it; only namespaced sysctls that cannot affect other pods are allowed",
+                    (name,),
                 )
             )
     return hits
@@ -298,6 +311,7 @@ def proc_mount(pod: Pod) -> list[Hit]:
                     c.field("securityContext", "procMount"),
                     f"{_who(c)} sets procMount {sc['procMount']}",
                     "remove securityContext.procMount (or set it to Default)",
+                    (sc["procMount"],),
                 )
             )
     return hits
@@ -307,7 +321,7 @@ def proc_mount_1_35_baseline(pod: Pod) -> list[Hit]:
     """Since 1.35 baseline allows an unmasked /proc inside a pod's own user namespace."""
     if pod.user_namespace:
         return []
-    return [Hit(h.path, h.message, h.fix + ", or spec.hostUsers: false") for h in proc_mount(pod)]
+    return [replace(h, fix=h.fix + ", or spec.hostUsers: false") for h in proc_mount(pod)]
 
 
 def windows_host_process(pod: Pod) -> list[Hit]:
@@ -355,7 +369,8 @@ def host_probes_and_lifecycle(pod: Pod) -> list[Hit]:
         for hook in ("postStart", "preStop"):
             found += _handler_hosts(c, ("lifecycle", hook), lifecycle.get(hook))
         hits += [
-            Hit(path, f"{_who(c)} probes or hooks another host ({host})", "remove host; the pod's own IP is used")
+            Hit(path, f"{_who(c)} probes or hooks another host ({host})", "remove host; the pod's own IP is used",
+                (host,))
             for path, host in found
         ]
     return hits

@@ -3,6 +3,8 @@ check: see ``registry``). Same conventions as ``checks_baseline``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kubetrain.api.podsecurity._pod import Container, Pod, flag, integer, items, obj, quoted, text
 from kubetrain.api.podsecurity.checks_baseline import (
     SECCOMP_ALLOWED,
@@ -72,6 +74,7 @@ def capabilities_restricted_1_22(pod: Pod) -> list[Hit]:
                     c.field("securityContext", "capabilities", "add"),
                     f"{_who(c)} adds {', '.join(extra)}; restricted allows adding only NET_BIND_SERVICE",
                     f"remove {', '.join(extra)} from securityContext.capabilities.add",
+                    tuple(extra),
                 )
             )
     return hits
@@ -90,6 +93,7 @@ def restricted_volumes(pod: Pod) -> list[Hit]:
                 f"{path}.{kind}",
                 f'volume "{text(v.get("name"))}" is of type {kind}, not allowed at restricted',
                 "use one of " + ", ".join(ALLOWED_VOLUME_SOURCES),
+                (kind,),
             )
         )
     return hits
@@ -119,6 +123,7 @@ def run_as_non_root_1_0(pod: Pod) -> list[Hit]:
                 f"runAsNonRoot is not true for {'containers' if len(implicit) > 1 else 'container'} "
                 f"{_unset_names(implicit)}",
                 "set spec.securityContext.runAsNonRoot: true",
+                unset=tuple(c.name for c in implicit),
             )
         )
     for c in containers:
@@ -157,7 +162,7 @@ def _user_namespace_relaxed(check: CheckFn) -> CheckFn:
     def relaxed(pod: Pod) -> list[Hit]:
         if pod.user_namespace:
             return []
-        return [Hit(h.path, h.message, h.fix + ", or spec.hostUsers: false") for h in check(pod)]
+        return [replace(h, fix=h.fix + ", or spec.hostUsers: false") for h in check(pod)]
 
     relaxed.__name__ = f"{check.__name__}_1_35"
     return relaxed
@@ -181,6 +186,7 @@ def seccomp_restricted_1_19(pod: Pod) -> list[Hit]:
                 "spec.securityContext.seccompProfile.type",
                 f"no seccomp profile for {'containers' if len(implicit) > 1 else 'container'} {_unset_names(implicit)}",
                 "set spec.securityContext.seccompProfile.type: RuntimeDefault",
+                unset=tuple(c.name for c in implicit),
             )
         )
     return hits

@@ -152,6 +152,8 @@ class Violation:
     message: str
     fix: str
     subject: str = "pod"  # 'container "node"', 'volume "data"' or "pod": what the fix applies to
+    values: tuple[str, ...] = ()  # the offending values (see ``Hit``)
+    unset: tuple[str, ...] = ()  # containers that leave a required field unset (see ``Hit``)
 
 
 _INDEXED = re.compile(r"^spec\.(\w+)\[(\d+)\]")
@@ -175,7 +177,7 @@ def evaluate(template: object, level: Level, minor: int | None = None) -> list[V
 
 def _evaluate(pod: Pod, level: Level, minor: int | None) -> list[Violation]:
     return [
-        Violation(check.id, check.level, hit.path, hit.message, hit.fix, _subject(pod, hit.path))
+        Violation(check.id, check.level, hit.path, hit.message, hit.fix, _subject(pod, hit.path), hit.values, hit.unset)
         for check, impl in checks_for(level, minor)
         for hit in impl.fn(pod)
     ]
@@ -183,10 +185,13 @@ def _evaluate(pod: Pod, level: Level, minor: int | None) -> list[Violation]:
 
 @dataclass(frozen=True)
 class Assessment:
-    """The strictest level a pod template meets and every violation up to restricted (baseline's first)."""
+    """The strictest level a pod template meets and every violation up to restricted (baseline's first, one per
+    field); ``restricted``: the violations of restricted exactly as PodSecurity enforcing it finds them (the
+    restricted checks that replace baseline ones instead of those), for its summary."""
 
     level: Level
     violations: tuple[Violation, ...]
+    restricted: tuple[Violation, ...] = ()
 
 
 def assess(template: object, minor: int | None = None) -> Assessment:
@@ -197,4 +202,4 @@ def assess(template: object, minor: int | None = None) -> Assessment:
     # A restricted check that replaces a baseline one reports the same field again: keep baseline's finding.
     seen = {v.path for v in baseline}
     extra = [v for v in restricted if v.level == "restricted" and v.path not in seen]
-    return Assessment(level, (*baseline, *extra))
+    return Assessment(level, (*baseline, *extra), tuple(restricted))

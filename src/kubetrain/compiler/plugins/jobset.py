@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from kubetrain.api import constants as c
-from kubetrain.api.errors import Result
+from kubetrain.api.errors import CompileError, Result
 from kubetrain.api.resources import check_resources
 from kubetrain.api.trainjob import InitializerSpec, TrainJob
 from kubetrain.compiler import env as e
@@ -31,11 +31,29 @@ def is_domain_prefixed_path(value: str) -> bool:
     )
 
 
+def _bounded(info: Info, ps: PodSet) -> None:
+    """Refuse a replicated job of more pods than Kubernetes runs, before one name per pod is made (a numNodes of
+    10^12 would otherwise take all memory, in validation as in the webhook)."""
+    pods = ps.replicas * ps.count
+    if pods <= c.MAX_JOB_PODS:
+        return
+    trainer = info.trainjob.spec.trainer
+    mine = ps is info.trainer() and trainer is not None and trainer.num_nodes is not None
+    raise CompileError(
+        "spec.trainer.numNodes" if mine else "spec.runtimeRef",
+        f'replicated job "{ps.name}" would run {pods} pods ({ps.replicas} Job(s) of {ps.count}); Kubernetes runs '
+        f"an Indexed Job of at most {c.MAX_JOB_PODS} pods",
+        "use fewer nodes" if mine else f'lower the numNodes, parallelism or replicas of {info.runtime.kind} '
+        f'"{info.runtime.name}"',
+    )
+
+
 class JobSet:
     name = "JobSet"
 
     def pre_build(self, info: Info) -> None:
         for ps in info.pod_sets:
+            _bounded(info, ps)
             ps.endpoints = info.pod_hostnames(ps)
             job = ps.replicated_job.setdefault("template", {}).setdefault("spec", {})
             job["parallelism"] = ps.count

@@ -106,6 +106,14 @@ def warning_text(f: Finding) -> str:
     return f"{f.path}: {f.message}" if f.path else f.message
 
 
+def object_at(obj: Any, *keys: str) -> dict[str, Any]:
+    """``obj[k1][k2]...`` when every step is an object, else ``{}``. Mutating webhooks see a request before the
+    API server checks it against the schema, so ``spec`` may be a list or a string."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else {}
+
+
 def pointer(*parts: str | int) -> str:
     """An RFC 6901 JSON pointer (``~`` and ``/`` escaped)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

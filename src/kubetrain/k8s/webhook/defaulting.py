@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kubetrain.k8s.webhook.admission import pointer
+from kubetrain.k8s.webhook.admission import object_at, pointer
 
 
 def format_time(t: datetime) -> str:
@@ -27,12 +27,13 @@ def runtime_patch_times(
     obj: dict[str, Any], old: dict[str, Any] | None, operation: str, now: datetime
 ) -> list[dict[str, Any]]:
     """JSON patch operations that set the times; empty when nothing changes."""
-    patches = (obj.get("spec") or {}).get("runtimePatches")
+    patches = object_at(obj, "spec").get("runtimePatches")
     if not isinstance(patches, list):
         return []
     old_by_manager: dict[str, dict[str, Any]] = {}
     if operation == "UPDATE" and old:
-        for p in (old.get("spec") or {}).get("runtimePatches") or []:
+        old_patches = object_at(old, "spec").get("runtimePatches")
+        for p in old_patches if isinstance(old_patches, list) else []:
             if isinstance(p, dict) and isinstance(p.get("manager"), str):
                 old_by_manager[p["manager"]] = p
     stamp = format_time(now)
@@ -41,7 +42,8 @@ def runtime_patch_times(
         if not isinstance(patch, dict):
             continue  # schema validation rejects it; nothing sensible to stamp
         current = patch.get("time")
-        before = old_by_manager.get(patch.get("manager", "")) if operation == "UPDATE" else None
+        manager = patch.get("manager", "")
+        before = old_by_manager.get(manager) if operation == "UPDATE" and isinstance(manager, str) else None
         if before is not None:
             # Unchanged content keeps the old time exactly (even none), so the validator sees no change.
             want = before.get("time") if _content(before) == _content(patch) else stamp

@@ -19,6 +19,9 @@ NamespaceLookup = Callable[[str], Awaitable[dict[str, str] | None]]
 """``namespace -> its labels | None`` (None: no such namespace). May raise on API errors."""
 
 DEFAULT_WARN_LEVEL: Level = "baseline"
+WARNINGS_BUDGET = 4096
+"""The API server keeps a response's warnings whole up to this many characters in all; past it, it cuts each to
+256 characters and then drops the rest."""
 
 
 class NamespaceLookupFailed(Exception):
@@ -45,7 +48,20 @@ def _warn_level(policy: NamespacePolicy, floor: Level) -> LevelVersion:
 
 
 def _warnings(report: PodSecurityReport, target: LevelVersion) -> list[str]:
-    return [f.short() for f in report.violations(target.level)]
+    """One short line per field that keeps the pods from ``target``; and when ``target`` is below restricted,
+    for each replicated job that fails it, PodSecurity's own line naming everything restricted also refuses (so
+    a privileged runtime's user learns the whole way, not only the baseline part), as far as the budget
+    allows."""
+    lines = [f.short() for f in report.violations(target.level)]
+    if target.level == "restricted":
+        return lines
+    used = sum(len(line) for line in lines)
+    for summary in report.summaries(below=target.level):
+        if used + len(summary) > WARNINGS_BUDGET:
+            break
+        lines.append(summary)
+        used += len(summary)
+    return lines
 
 
 def denial(report: PodSecurityReport, enforce: LevelVersion, namespace: str) -> str:
@@ -69,13 +85,14 @@ def review_trainjob_pods(
     old: TrainJob | None = None,
     warn_floor: Level = DEFAULT_WARN_LEVEL,
 ) -> tuple[list[str], list[str]]:
-    """``(errors, warnings)`` for the pods ``trainjob`` would run in its namespace.
+    """``(errors, warnings)`` for the pods ``trainjob`` would run in its namespace; validation has accepted the
+    pair (``old`` is re-validated against ``runtime`` before it is rated).
 
     An UPDATE that leaves the pods as they were is not re-judged (as PodSecurity skips pod updates that
     change nothing it checks), so labelling a namespace never blocks e.g. suspending a job created before.
     """
     enforce = policy.enforce
-    report = lint_trainjob(trainjob, runtime, minor=enforce.minor)
+    report = lint_trainjob(trainjob, runtime, minor=enforce.minor, checked=True)
     if report.level is None:
         return [], []  # does not compile: validation already reports why
     if old is not None:
@@ -86,7 +103,7 @@ def review_trainjob_pods(
         return [denial(report, enforce, trainjob.namespace)], []
     target = _warn_level(policy, warn_floor)
     if target.minor != enforce.minor:
-        report = lint_trainjob(trainjob, runtime, minor=target.minor)
+        report = lint_trainjob(trainjob, runtime, minor=target.minor, checked=True)
     return [], _warnings(report, target)
 
 

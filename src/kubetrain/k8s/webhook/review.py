@@ -16,8 +16,8 @@ from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import parse_document, parse_manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.compiler import Subject, validate_objects
-from kubetrain.k8s.webhook.admission import Request, Response, error_text
+from kubetrain.compiler import Subject, validate_batch, validate_objects
+from kubetrain.k8s.webhook.admission import Request, Response, error_text, object_at
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
 from kubetrain.k8s.webhook.podsecurity import (
     NamespaceLookup,
@@ -57,9 +57,7 @@ def _response(req: Request, result: Result) -> Response:
 def _being_deleted(req: Request) -> bool:
     """An UPDATE of an object with a deletionTimestamp only removes finalizers on its way out: blocking it
     (say, because its runtime is gone) would leave the object stuck in deletion."""
-    return req.operation == "UPDATE" and bool(
-        ((req.obj or {}).get("metadata") or {}).get("deletionTimestamp")
-    )
+    return req.operation == "UPDATE" and bool(object_at(req.obj, "metadata").get("deletionTimestamp"))
 
 
 def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...], Result]:
@@ -117,11 +115,12 @@ async def review_trainjob(
                 result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
                              f"{unreadable}", "fix the runtime object")
                 return _response(req, result)
-    result.extend(validate_objects([Subject(trainjob, pruned, old=old)], installed=candidates)[0])
+    validated = validate_batch([Subject(trainjob, pruned, old=old)], installed=candidates)
+    result.extend(validated.results[0])
     if old is not None and jobset_lookup is not None:
         result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
     response = _response(req, result)
-    runtime = candidates[0] if candidates else None  # allowed implies the TrainJob resolved to it
+    runtime = validated.runtimes[0]  # the runtime validation checked the TrainJob against, if it passed
     if runtime is not None and response.allowed:
         try:
             policy = await policy_of(trainjob.namespace, namespace_lookup)
@@ -213,15 +212,17 @@ async def default_trainjob_with_runtime(req: Request, clock: Clock, runtime_look
     response = default_trainjob(req, clock)
     if req.operation != "CREATE" or req.obj is None or _being_deleted(req):
         return response
-    ref = ((req.obj.get("spec") or {}).get("runtimeRef")) or {}
+    ref = object_at(req.obj, "spec", "runtimeRef")
     kind = ref.get("kind") or c.KIND_CLUSTER_TRAINING_RUNTIME
     if not isinstance(ref.get("name"), str) or (ref.get("apiGroup") or c.GROUP) != c.GROUP or kind not in (
         c.KIND_TRAINING_RUNTIME,
         c.KIND_CLUSTER_TRAINING_RUNTIME,
     ):
         return response
-    namespace = ((req.obj.get("metadata") or {}).get("namespace") or req.namespace or "default") if (
+    namespace = (object_at(req.obj, "metadata").get("namespace") or req.namespace or "default") if (
         kind == c.KIND_TRAINING_RUNTIME) else None
+    if not isinstance(namespace, str | None):
+        return response
     try:
         found = await runtime_lookup(kind, ref["name"], namespace)
     except Exception:

@@ -12,11 +12,12 @@ that subresource usable.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubetrain.api import constants as c
-from kubetrain.k8s.webhook.admission import Request, Response, pointer
+from kubetrain.k8s.webhook.admission import Request, Response, object_at, pointer
 
 TrainJobLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 """``(name, namespace) -> TrainJob as a dict | None``."""
@@ -32,9 +33,11 @@ async def review_scale(req: Request, trainjob_lookup: TrainJobLookup | None, rev
     """Judge a scale as the equivalent TrainJob update (``review`` is the TrainJob validator)."""
     if req.operation != "UPDATE" or trainjob_lookup is None or not req.name or req.obj is None:
         return Response(uid=req.uid)
-    replicas = (req.obj.get("spec") or {}).get("replicas")
+    replicas = object_at(req.obj, "spec").get("replicas")
     if not isinstance(replicas, int) or isinstance(replicas, bool):
-        return Response(uid=req.uid, errors=[f"spec.replicas: expected an integer, got {replicas!r}"])
+        got = json.dumps(replicas, default=str)
+        return Response(uid=req.uid, errors=[
+            f"spec.replicas: expected an integer, got {got} (fix: give the number of nodes, e.g. --replicas=3)"])
     namespace = req.namespace or "default"
     try:
         old = await trainjob_lookup(req.name, namespace)
@@ -45,8 +48,8 @@ async def review_scale(req: Request, trainjob_lookup: TrainJobLookup | None, rev
     if old is None:
         return Response(uid=req.uid)  # the API server answers 404 on its own
     new = copy.deepcopy(old)
-    spec = new.setdefault("spec", {})
-    spec["trainer"] = dict(spec.get("trainer") or {}, numNodes=replicas)
+    new["spec"] = spec = object_at(new, "spec")
+    spec["trainer"] = dict(object_at(spec, "trainer"), numNodes=replicas)
     as_update = Request(
         uid=req.uid,
         kind=c.KIND_TRAINJOB,
