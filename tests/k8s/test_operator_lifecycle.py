@@ -246,7 +246,7 @@ def test_tensorflow_trainjob_gets_a_jobset_with_tf_config() -> None:
                 pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
                 env_vars = {e["name"]: e for e in pod["containers"][0]["env"]}
                 assert env_vars["TF_CONFIG"]["value"] == (
-                    '{"cluster":{"worker":["tf-node-0-0.tf:29500","tf-node-0-1.tf:29501"]},'
+                    '{"cluster":{"worker":["tf-node-0-0.tf:29500","tf-node-0-1.tf:29500"]},'
                     '"task":{"type":"worker","index":$(TF_TASK_INDEX)}}'
                 )
                 assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2

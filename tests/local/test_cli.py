@@ -72,6 +72,14 @@ def get_json(name: str) -> dict[str, Any]:
     return dict(json.loads(kt("get", "trainjob", name, "-o", "json").stdout))
 
 
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
 def sleeper_files(tmp_path: Path, name: str, marker: str) -> str:
     code = f"import time\n# {marker}\nprint('started', flush=True)\ntime.sleep(600)"
     rt = runtime(f"rt-{name}", [rjob("node", [container(py(code))], ancestor="trainer", parallelism=2)])
@@ -173,11 +181,14 @@ def test_killed_supervisor_is_detected_and_cleaned_up_by_the_next_command(
     wait_for(lambda: len(pids_with(marker)) >= 2)
     # Ours only: other test runs on this machine may have a supervisor of a "k9" too (their own KUBETRAIN_HOME).
     home = f"KUBETRAIN_HOME={kt_home}".encode()
-    sup = [
+    found = [
         p
         for p in pids_with("kubetrain.local.supervisor.controller")
         if b"k9" in Path(f"/proc/{p}/cmdline").read_bytes() and home in Path(f"/proc/{p}/environ").read_bytes()
     ]
+    # Not a child the supervisor has just forked to start a process (its command line is the supervisor's until
+    # it executes the new program; on a busy machine that moment can be caught).
+    sup = [p for p in found if _ppid(p) not in found]
     assert len(sup) == 1
     os.kill(sup[0], signal.SIGKILL)
     wait_for(

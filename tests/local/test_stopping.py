@@ -120,7 +120,7 @@ def test_a_pod_ignoring_sigterm_is_killed_after_its_grace_period(backend: LocalB
     log = "\n".join(backend.logs("stub", "default", step=None, follow=False))
     assert "ignoring SIGTERM" in log, "SIGTERM came first"
     step = backend.describe_trainjob("stub", "default").steps[0]
-    assert step.state == "Failed" and step.exit_code == -signal.SIGKILL
+    assert step.state == "Failed" and step.exit_code == 128 + signal.SIGKILL  # as the kubelet reports it: 137
 
 
 @needs_namespaces

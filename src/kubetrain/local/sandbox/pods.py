@@ -424,6 +424,14 @@ def start_container(
         os.close(fd)
 
 
+def exit_code(returncode: int | None) -> int | None:
+    """A container's exit code as the kubelet reports it: a process ended by signal N is ``128 + N`` (137 for
+    SIGKILL), whether the sandbox's init saw the signal first or the sandbox itself was killed (``-N``)."""
+    if returncode is not None and returncode < 0:
+        return 128 - returncode
+    return returncode
+
+
 MPI_SESSION_DIR = "/.kubetrain-mpi"
 """Where an MPI pod's OpenMPI session files go: a top-level directory of the sandbox, bound to the pod's own."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from kubetrain.api import constants as C
-from kubetrain.local.sandbox import known_images
+from kubetrain.local.sandbox import known_images, pods
 from kubetrain.local.store import status
 from kubetrain.local.supervisor.jobstate import JobRun, PodRun
 from kubetrain.local.supervisor.launch import PodLauncher
@@ -21,7 +21,7 @@ class FailurePolicy(PodLauncher):
             for pod in job.pods:
                 if pod.state != "Running":
                     continue
-                codes = [c.proc.poll() if c.proc else 0 for c in pod.containers]
+                codes = [pods.exit_code(c.proc.poll()) if c.proc else 0 for c in pod.containers]
                 failed = [(c, code) for c, code in zip(pod.containers, codes, strict=True) if code not in (None, 0)]
                 if failed and known_images.retry_is_futile(failed[0][0].spec, int(failed[0][1] or 0)):
                     self._futile_failure(job, pod, failed[0][0].name, int(failed[0][1] or 0))

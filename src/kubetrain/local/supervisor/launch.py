@@ -313,7 +313,7 @@ class PodLauncher(JobState):
             if p.state == "Running":
                 p.message = "stopped: its job failed"
                 if p.containers and p.containers[0].proc is not None:
-                    p.exit_code = p.containers[0].proc.returncode
+                    p.exit_code = pods.exit_code(p.containers[0].proc.returncode)
             elif p.state == "Pending" and p.restart_at is not None:
                 p.message = f"{p.message}; not restarted: its job failed"
             else:
@@ -330,7 +330,7 @@ class PodLauncher(JobState):
                 p.state, p.ready = "Failed", False
                 p.message = p.message or message
                 if p.containers and p.containers[0].proc is not None:
-                    p.exit_code = p.containers[0].proc.returncode
+                    p.exit_code = pods.exit_code(p.containers[0].proc.returncode)
                 self._dirty.add(p.plan.name)
             p.restart_at = None
         self._release_all()
