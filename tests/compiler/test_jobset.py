@@ -206,3 +206,31 @@ def test_owner_references_and_snapshot() -> None:
 
     snap = yaml.safe_load(objs["ConfigMap/own-runtime-snapshot"]["data"]["runtime"])
     assert snap["kind"] == "ClusterTrainingRuntime" and snap["metadata"]["name"] == "test-runtime"
+
+
+def test_kueue_labels_of_the_trainjob_go_on_the_jobset_only() -> None:
+    """Kueue's JobSet integration queues the JobSet by these labels; no other TrainJob label is propagated, and
+    the pods do not get them (Kueue's pod integration would otherwise queue every pod on its own)."""
+    tj = TrainJobBuilder(name="q")
+    tj.obj["metadata"]["labels"] = {
+        "kueue.x-k8s.io/queue-name": "team-a",
+        "kueue.x-k8s.io/priority-class": "high",
+        "team": "a",
+    }
+    rt = RuntimeBuilder().ml(numNodes=2, torch={}).meta(labels={"from-runtime": "x"}).trainer().build()
+    js = jobset(tj.build(), rt)
+    assert js["metadata"]["labels"] == {
+        "from-runtime": "x",
+        "kueue.x-k8s.io/queue-name": "team-a",
+        "kueue.x-k8s.io/priority-class": "high",
+    }
+    pod_labels = (rjob(js, "node")["template"]["spec"]["template"].get("metadata") or {}).get("labels") or {}
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in pod_labels)
+
+
+def test_a_runtime_patch_still_overrides_the_queue_a_trainjob_label_names() -> None:
+    tj = TrainJobBuilder(name="q").spec(runtimePatches=[{"manager": "acme.io/admin", "trainingRuntimeSpec": {
+        "template": {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "patched"}}}}}])
+    tj.obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    rt = RuntimeBuilder().ml(numNodes=1, torch={}).trainer().build()
+    assert jobset(tj.build(), rt)["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "patched"}
