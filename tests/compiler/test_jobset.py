@@ -234,3 +234,22 @@ def test_a_runtime_patch_still_overrides_the_queue_a_trainjob_label_names() -> N
     tj.obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
     rt = RuntimeBuilder().ml(numNodes=1, torch={}).trainer().build()
     assert jobset(tj.build(), rt)["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "patched"}
+
+
+def test_kueue_admission_patch_places_the_pods_it_names() -> None:
+    """What Kueue's TrainJob integration writes on admission: per replicated job, pod labels/annotations,
+    nodeSelector, the full toleration list and scheduling gates, under its own manager."""
+    placement = {"name": "node", "template": {"spec": {"template": {
+        "metadata": {"labels": {"kueue.x-k8s.io/podset": "node"}, "annotations": {"kueue.x-k8s.io/workload": "w"}},
+        "spec": {"nodeSelector": {"pool": "a100"},
+                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                 "schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]}}}}}
+    tj = TrainJobBuilder(name="q").spec(runtimePatches=[{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {
+        "template": {"spec": {"replicatedJobs": [placement]}}}}])
+    rt = RuntimeBuilder().ml(numNodes=2, torch={}).trainer().build()
+    pod = rjob(jobset(tj.build(), rt), "node")["template"]["spec"]["template"]
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "node"
+    assert pod["metadata"]["annotations"] == {"kueue.x-k8s.io/workload": "w"}
+    assert pod["spec"]["nodeSelector"] == {"pool": "a100"}
+    assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
