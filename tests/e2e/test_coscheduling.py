@@ -196,4 +196,6 @@ def test_a_gang_that_does_not_fit_stays_wholly_pending(gang_ns: str) -> None:
     assert not any(p["spec"].get("nodeName") for p in _pods(gang_ns, "too-big"))
     assert _finished(gang_ns, "too-big") is None
     pg_status = (get(r.COSCHEDULING_PODGROUP, "too-big", gang_ns) or {}).get("status") or {}
-    assert pg_status.get("phase") in (None, "Pending", "PreScheduling") and not pg_status.get("running"), pg_status
+    # The controller has it as Pending or Scheduling (pods exist, none bound), never Scheduled or Running.
+    assert pg_status.get("phase") in (None, "Pending", "Scheduling"), pg_status
+    assert not pg_status.get("scheduled") and not pg_status.get("running"), pg_status
