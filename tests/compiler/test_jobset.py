@@ -225,3 +225,50 @@ def test_the_compiler_refuses_more_pods_than_a_job_runs_before_naming_them() -> 
     at_the_limit = TrainJobBuilder(runtime="rt").trainer(numNodes=100_000).build()
     jobset = compile_objects(at_the_limit, runtime)["JobSet/test-job"]
     assert rjob(jobset, "node")["template"]["spec"]["parallelism"] == 100_000
+
+
+def test_kueue_labels_of_the_trainjob_go_on_the_jobset_only() -> None:
+    """Kueue's JobSet integration queues the JobSet by these labels; no other TrainJob label is propagated, and
+    the pods do not get them (Kueue's pod integration would otherwise queue every pod on its own)."""
+    tj = TrainJobBuilder(name="q")
+    tj.obj["metadata"]["labels"] = {
+        "kueue.x-k8s.io/queue-name": "team-a",
+        "kueue.x-k8s.io/priority-class": "high",
+        "team": "a",
+    }
+    rt = RuntimeBuilder().ml(numNodes=2, torch={}).meta(labels={"from-runtime": "x"}).trainer().build()
+    js = jobset(tj.build(), rt)
+    assert js["metadata"]["labels"] == {
+        "from-runtime": "x",
+        "kueue.x-k8s.io/queue-name": "team-a",
+        "kueue.x-k8s.io/priority-class": "high",
+    }
+    pod_labels = (rjob(js, "node")["template"]["spec"]["template"].get("metadata") or {}).get("labels") or {}
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in pod_labels)
+
+
+def test_a_runtime_patch_still_overrides_the_queue_a_trainjob_label_names() -> None:
+    tj = TrainJobBuilder(name="q").spec(runtimePatches=[{"manager": "acme.io/admin", "trainingRuntimeSpec": {
+        "template": {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "patched"}}}}}])
+    tj.obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    rt = RuntimeBuilder().ml(numNodes=1, torch={}).trainer().build()
+    assert jobset(tj.build(), rt)["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "patched"}
+
+
+def test_kueue_admission_patch_places_the_pods_it_names() -> None:
+    """What Kueue's TrainJob integration writes on admission: per replicated job, pod labels/annotations,
+    nodeSelector, the full toleration list and scheduling gates, under its own manager."""
+    placement = {"name": "node", "template": {"spec": {"template": {
+        "metadata": {"labels": {"kueue.x-k8s.io/podset": "node"}, "annotations": {"kueue.x-k8s.io/workload": "w"}},
+        "spec": {"nodeSelector": {"pool": "a100"},
+                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                 "schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]}}}}}
+    tj = TrainJobBuilder(name="q").spec(runtimePatches=[{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {
+        "template": {"spec": {"replicatedJobs": [placement]}}}}])
+    rt = RuntimeBuilder().ml(numNodes=2, torch={}).trainer().build()
+    pod = rjob(jobset(tj.build(), rt), "node")["template"]["spec"]["template"]
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "node"
+    assert pod["metadata"]["annotations"] == {"kueue.x-k8s.io/workload": "w"}
+    assert pod["spec"]["nodeSelector"] == {"pool": "a100"}
+    assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]

@@ -235,6 +235,21 @@ def test_operator_calls_match_its_rbac_exactly(
                     lambda: not env.get("clustertrainingruntimes", "legacy", None)["metadata"].get("finalizers")
                 )
                 await wait_for(lambda: not env.get("trainingruntimes", "team")["metadata"].get("finalizers"))
+                # A JobSet Kueue queues itself: suspending its TrainJob deactivates its Workload (list, patch).
+                queued = trainjob("q")
+                queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+                await env.client.create(queued)
+                qjs = await wait_for(lambda: env.find("jobsets", "q", group="jobset.x-k8s.io"), what="queued JobSet")
+                workload = {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "Workload",
+                    "metadata": {"name": "wl-q", "namespace": "default",
+                                 "labels": {"kueue.x-k8s.io/job-uid": qjs["metadata"]["uid"]}},
+                    "spec": {"active": True},
+                }  # fmt: skip
+                await env.client.create(workload)
+                await env.client.merge_patch(r.TRAINJOB, "q", "default", {"spec": {"suspend": True}})
+                await wait_for(lambda: env.get("workloads", "wl-q", group="kueue.x-k8s.io")["spec"]["active"] is False)
                 # Admission: TrainJobs (runtime and namespace lookups), a runtime-patch change of a
                 # suspended job (JobSet lookup), a TrainingRuntime (namespace lookup).
                 old = env.get("trainjobs", "vc")

@@ -111,3 +111,51 @@ def test_jobset_condition_without_reason_still_yields_a_valid_condition() -> Non
     js = {"status": {"conditions": [{"type": "Completed", "status": "True"}]}}
     cond = st.compute(tj(), js, T0).status["conditions"][0]
     assert cond["type"] == "Complete" and cond["reason"] == "Completed"
+
+
+def _held_jobset(queue: str | None = "team-a") -> dict:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {
+        "metadata": {"labels": labels, "annotations": {"kubetrain.dev/suspend-applied": "false"}},
+        "spec": {"suspend": True},
+    }
+
+
+def test_a_jobset_held_by_kueue_shows_as_queued_then_resumed() -> None:
+    job = tj()
+    queued = st.compute(job, _held_jobset(), T0)
+    cond = queued.status["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Suspended", "True", "Queued")
+    assert cond["message"] == 'TrainJob is queued: Kueue holds its JobSet suspended until LocalQueue "team-a" admits it'
+    job["status"] = queued.status
+    admitted = {**_held_jobset(), "spec": {"suspend": False}}
+    resumed = st.compute(job, admitted, T0 + dt.timedelta(minutes=3))
+    cond = resumed.status["conditions"][0]
+    assert (cond["status"], cond["reason"], cond["lastTransitionTime"]) == ("False", "Resumed", "2026-01-01T00:03:00Z")
+
+
+def test_a_jobset_the_operator_suspended_itself_is_not_held() -> None:
+    ours = _held_jobset()
+    ours["metadata"]["annotations"]["kubetrain.dev/suspend-applied"] = "true"
+    assert st.compute(tj(), ours, T0).status == {}
+    # Applied by an operator that did not record what it asked for: upstream's rule (not held) applies.
+    del ours["metadata"]["annotations"]
+    assert st.compute(tj(), ours, T0).status == {}
+
+
+def test_a_jobset_held_without_a_queue_label_names_no_queue() -> None:
+    cond = st.compute(tj(), _held_jobset(queue=None), T0).status["conditions"][0]
+    assert (cond["reason"], cond["message"]) == (
+        "JobSetSuspended",
+        "TrainJob is suspended: another controller suspended its JobSet",
+    )
+
+
+def test_the_deadline_clock_waits_while_queued_and_starts_at_admission() -> None:
+    job = tj(activeDeadlineSeconds=60)
+    queued = st.compute(job, _held_jobset(), T0 + dt.timedelta(hours=2))
+    assert not queued.deadline.exceeded and queued.deadline.requeue_after is None
+    job["status"] = queued.status
+    admitted = {**_held_jobset(), "spec": {"suspend": False}}
+    running = st.compute(job, admitted, T0 + dt.timedelta(hours=2, seconds=10))
+    assert running.deadline.requeue_after == 60

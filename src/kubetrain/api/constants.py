@@ -26,6 +26,10 @@ ANNOTATION_VOLCANO_QUEUE: Final = "scheduling.volcano.sh/queue-name"
 ANNOTATION_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LABEL_JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 LABEL_REPLICATED_JOB_NAME: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+# Kueue's labels a user puts on the TrainJob; they go on to the JobSet (Kueue's JobSet integration reads them there).
+LABEL_KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_KUEUE_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+KUEUE_JOB_LABELS: Final = (LABEL_KUEUE_QUEUE_NAME, LABEL_KUEUE_PRIORITY_CLASS)
 
 # Ancestor steps.
 ANCESTOR_TRAINER: Final = "trainer"

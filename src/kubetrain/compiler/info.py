@@ -189,6 +189,10 @@ def build_info(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
     labels: dict[str, str] = dict(meta.get("labels") or {})
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     tj = trainjob.spec
+    # Beyond upstream: a TrainJob labelled for Kueue queues through Kueue's JobSet integration, which reads the
+    # labels on the JobSet (a Kueue with a TrainJob integration reads them on the TrainJob and skips owned JobSets).
+    own = trainjob.metadata.labels or {}
+    labels.update({k: own[k] for k in c.KUEUE_JOB_LABELS if k in own})
     labels.update(tj.labels or {})
     annotations.update(tj.annotations or {})
 

@@ -293,6 +293,8 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update"},
         # The status endpoint: report tokens reviewed.
         ("authentication.k8s.io", "tokenreviews"): {"create"},
+        # Suspend/resume of a TrainJob whose JobSet Kueue queues: its Workload's spec.active.
+        ("kueue.x-k8s.io", "workloads"): {"list", "patch"},
     }
     hooks = [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert sorted(n for r in hooks for n in r["resourceNames"]) == [

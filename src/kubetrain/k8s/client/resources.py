@@ -53,6 +53,7 @@ LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 TOKEN_REVIEW = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 CRD = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+KUEUE_WORKLOAD = Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
 
 KNOWN: tuple[Resource, ...] = (
     TRAINJOB,
@@ -71,6 +72,7 @@ KNOWN: tuple[Resource, ...] = (
     LEASE,
     HPA,
     CRD,
+    KUEUE_WORKLOAD,
 )
 _BY_KIND = {(r.api_version, r.kind): r for r in KNOWN}
 

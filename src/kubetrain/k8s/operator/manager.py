@@ -23,6 +23,7 @@ from kubetrain.api import constants as c
 from kubetrain.compiler import KeyGen, StatusServer, ecdsa_keygen
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.operator import queueing
 from kubetrain.k8s.operator.failures import FailureRecorder
 from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
@@ -76,7 +77,12 @@ def owned_jobset(obj: dict[str, Any]) -> dict[str, Any] | None:
     kept = owned_only(obj)
     if kept is None:
         return None
+    meta = kept.get("metadata") or {}
     _slim_meta(kept)
+    for key, wanted in (("labels", queueing.CACHED_LABELS), ("annotations", queueing.CACHED_ANNOTATIONS)):
+        few = {k: v for k, v in (meta.get(key) or {}).items() if k in wanted}
+        if few:
+            kept["metadata"][key] = few
     spec = kept.get("spec") or {}
     slim: dict[str, Any] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
     rjobs = []

@@ -25,6 +25,7 @@ from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.failures import FailureRecorder, Record
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.queueing import held_elsewhere, mark_applied, queue_name, set_workloads_active
 from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
 from kubetrain.k8s.operator.scaling import JobSetScaler, RequeueNow, scaling_status, with_budget
 from kubetrain.k8s.pod_failures import failed_message
@@ -232,7 +233,14 @@ class TrainJobReconciler:
         if kind == "JobSet":
             if live is not None and not suspended and not (live.get("spec") or {}).get("suspend"):
                 return  # a running JobSet is never re-applied
-            applied = await self.client.apply(obj)
+            if live is not None and not suspended and held_elsewhere(live):
+                return  # Kueue (or another queue) owns its suspend: resuming it is theirs (queueing.py)
+            hand_over = False
+            if live is not None and queue_name(live):
+                # A JobSet Kueue queues itself: suspend through its Workload, and on resume let Kueue admit it again.
+                has_workload = await set_workloads_active(self.client, live, not suspended)
+                hand_over = has_workload and not suspended
+            applied = await self.client.apply(mark_applied(obj, hand_over=hand_over))
             if cache:
                 cache.remember(applied)
             ref = {"object": f"TrainJob {tj.namespace}/{tj.name}"}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.api import constants as c
+from kubetrain.k8s.operator.queueing import held_elsewhere, hold_reason
 
 # Beyond upstream (issue #3671): object build/apply failures also show as a condition, removed on success.
 COND_RESOURCES_FAILED = "ResourcesCreationFailed"
@@ -73,10 +74,18 @@ def remove_condition(conditions: list[dict[str, Any]], type_: str) -> None:
     conditions[:] = [cond for cond in conditions if cond.get("type") != type_]
 
 
-def apply_suspended(conditions: list[dict[str, Any]], suspend: bool, now: dt.datetime) -> None:
-    """Suspended=True while suspended, then False/Resumed; absent for a never-suspended job."""
+def apply_suspended(
+    conditions: list[dict[str, Any]], suspend: bool, now: dt.datetime, *, held: tuple[str, str] | None = None
+) -> None:
+    """Suspended=True while suspended, then False/Resumed; absent for a never-suspended job.
+
+    ``held``: ``(reason, message)`` when the TrainJob is not suspended but another controller (Kueue) holds its
+    JobSet suspended; the TrainJob then shows as suspended with that reason, as it would if Kueue had suspended it.
+    """
     if suspend:
         set_condition(conditions, c.COND_SUSPENDED, "True", c.REASON_SUSPENDED, c.MSG_SUSPENDED, now)
+    elif held is not None:
+        set_condition(conditions, c.COND_SUSPENDED, "True", held[0], held[1], now)
     elif is_true(conditions, c.COND_SUSPENDED):
         set_condition(conditions, c.COND_SUSPENDED, "False", c.REASON_RESUMED, c.MSG_RESUMED, now)
 
@@ -138,11 +147,14 @@ class Deadline:
     requeue_after: float | None = None
 
 
-def check_deadline(trainjob: dict[str, Any], conditions: list[dict[str, Any]], now: dt.datetime) -> Deadline:
-    """§8.2: the clock starts at creation or the last resume; no timer while suspended or finished."""
+def check_deadline(
+    trainjob: dict[str, Any], conditions: list[dict[str, Any]], now: dt.datetime, *, held: bool = False
+) -> Deadline:
+    """§8.2: the clock starts at creation or the last resume; no timer while suspended (also while its JobSet is
+    held by a queue, as if the queue had suspended the TrainJob) or finished."""
     spec = trainjob.get("spec") or {}
     seconds = spec.get("activeDeadlineSeconds") or 0
-    if not seconds or finished(conditions) or spec.get("suspend"):
+    if not seconds or finished(conditions) or spec.get("suspend") or held:
         return Deadline()
     start = parse_time((trainjob.get("metadata") or {}).get("creationTimestamp")) or now
     suspended = find(conditions, c.COND_SUSPENDED)
@@ -181,7 +193,8 @@ def compute(
     conditions: list[dict[str, Any]] = status.get("conditions") or []
     deadline_failed = find(conditions, c.COND_FAILED)
     keep_deadline = deadline_failed is not None and deadline_failed.get("reason") == c.REASON_DEADLINE
-    apply_suspended(conditions, bool((trainjob.get("spec") or {}).get("suspend")), now)
+    held = hold_reason(jobset) if jobset is not None and held_elsewhere(jobset) else None
+    apply_suspended(conditions, bool((trainjob.get("spec") or {}).get("suspend")), now, held=held)
     if jobset is not None:
         apply_jobset(status, conditions, jobset, now, failed_message)
     if keep_deadline and deadline_failed is not None:
@@ -196,7 +209,7 @@ def compute(
         remove_condition(conditions, COND_RESOURCES_FAILED)
     if nodes is not None:
         status["numNodes"], status["selector"] = nodes
-    deadline = check_deadline(trainjob, conditions, now)
+    deadline = check_deadline(trainjob, conditions, now, held=held is not None)
     if pod_failures is not None:
         status["podFailures"] = copy.deepcopy(pod_failures)
     if finished(conditions) and isinstance(status.get("podFailures"), list):
