@@ -21,7 +21,7 @@ from kubetrain.ui import present, submit
 from kubetrain.ui.app import UI_KEY, Ui, json_dumps
 from kubetrain.ui.errors import UiError, from_exception
 from kubetrain.ui.pages import _check_name, scope_of, selector_of
-from kubetrain.ui.security import stream_headers
+from kubetrain.ui.security import Handler, stream_headers
 
 PING = 10.0
 """Seconds between keep-alive comments on a quiet stream (a closed browser tab is noticed by then)."""
@@ -31,15 +31,33 @@ TAIL_CHOICES = (100, 1000, 10000)
 
 
 def routes(app: web.Application) -> None:
-    app.router.add_get("/api/trainjobs/watch", list_stream)
-    app.router.add_get("/api/trainjobs/{namespace}/{name}/watch", trainjob_stream)
-    app.router.add_get("/api/trainjobs/{namespace}/{name}/logs", log_stream)
+    app.router.add_get("/api/trainjobs/watch", _as_stream(list_stream))
+    app.router.add_get("/api/trainjobs/{namespace}/{name}/watch", _as_stream(trainjob_stream))
+    app.router.add_get("/api/trainjobs/{namespace}/{name}/logs", _as_stream(log_stream))
     app.router.add_get("/api/trainjobs/{namespace}/{name}/metrics", metrics)
     app.router.add_post("/api/trainjobs/{namespace}/{name}/suspend", suspend)
     app.router.add_post("/api/trainjobs/{namespace}/{name}/scale", scale)
     app.router.add_post("/api/trainjobs/{namespace}/{name}/delete", delete)
     app.router.add_post("/api/validate", validate)
     app.router.add_post("/api/submit", create)
+
+
+def _as_stream(handler: Handler) -> Handler:
+    """A browser's EventSource cannot read an error response (it only retries, forever): what goes wrong before a
+    stream starts (a bad parameter, a missing TrainJob, a 403) is sent as the stream's one ``failure`` event."""
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except UiError as exc:
+            error: BaseException = exc
+        except KubetrainError as exc:
+            error = exc
+        async with sse_response(request, headers=stream_headers(), ping_interval=PING) as resp:
+            await _send_error(resp, error)
+        return resp
+
+    return stream
 
 
 def _target(request: web.Request) -> tuple[str, str]:
@@ -178,39 +196,45 @@ async def _batches(stream: Any) -> AsyncIterator[tuple[list[list[str]], list[str
     write; ``None`` once the stream has ended."""
     items = aiter(stream)
     pending: asyncio.Future[Any] | None = None
-    while True:
-        logs: list[list[str]] = []
-        notices: list[str] = []
-        size = 0
-        deadline: float | None = None
+    try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(items))
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            done, _ = await asyncio.wait({pending}, timeout=timeout)
-            if not done:
-                break  # the batch's time is up; the pending read carries over to the next batch
-            future, pending = pending, None
-            try:
-                item = future.result()
-            except StopAsyncIteration:
-                if logs or notices:
-                    yield logs, notices
-                yield None
-                return
-            if isinstance(item, LogChunk):
-                logs.append([item.step, step_prefix(item.step), item.text])
-                size += len(item.text)
-            elif isinstance(item, Notice):
-                notices.append(item.text)
-            elif item is None and (logs or notices):
-                break  # a heartbeat: nothing more is coming right now
-            if deadline is None and (logs or notices):
-                deadline = time.monotonic() + LOG_BATCH_SECONDS
-            if size >= LOG_BATCH_BYTES:
-                break
-        if logs or notices:
-            yield logs, notices
+            logs: list[list[str]] = []
+            notices: list[str] = []
+            size = 0
+            deadline: float | None = None
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(items))
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait({pending}, timeout=timeout)
+                if not done:
+                    break  # the batch's time is up; the pending read carries over to the next batch
+                future, pending = pending, None
+                try:
+                    item = future.result()
+                except StopAsyncIteration:
+                    if logs or notices:
+                        yield logs, notices
+                    yield None
+                    return
+                if isinstance(item, LogChunk):
+                    logs.append([item.step, step_prefix(item.step), item.text])
+                    size += len(item.text)
+                elif isinstance(item, Notice):
+                    notices.append(item.text)
+                elif item is None and (logs or notices):
+                    break  # a heartbeat: nothing more is coming right now
+                if deadline is None and (logs or notices):
+                    deadline = time.monotonic() + LOG_BATCH_SECONDS
+                if size >= LOG_BATCH_BYTES:
+                    break
+            if logs or notices:
+                yield logs, notices
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
 
 
 async def metrics(request: web.Request) -> web.Response:

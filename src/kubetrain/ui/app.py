@@ -55,6 +55,7 @@ class UiSettings:
 
 
 UI_KEY: web.AppKey[Ui] = web.AppKey("ui")
+SWEEPER_KEY: web.AppKey[asyncio.Future[None]] = web.AppKey("sweeper")
 
 
 class Ui:
@@ -158,7 +159,7 @@ def errors_middleware(ui: Ui) -> Callable[[web.Request, security.Handler], Await
     return errors
 
 
-async def _no_content() -> web.Response:
+async def _no_content(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
@@ -185,18 +186,18 @@ def make_app(ui: Ui) -> web.Application:
     app = web.Application(middlewares=[security.headers, errors_middleware(ui), security.middleware(ui.session)])
     app[UI_KEY] = ui
     app.router.add_get("/static/{name}", static)
-    app.router.add_get("/favicon.ico", lambda _: _no_content())
+    app.router.add_get("/favicon.ico", _no_content)
     pages.routes(app)
     api.routes(app)
 
     async def on_startup(app: web.Application) -> None:
         ui.hubs.get(ui.default_scope, keep=True)  # the first page is drawn from a list that is already there
-        app["sweeper"] = asyncio.ensure_future(_sweep(ui))
+        app[SWEEPER_KEY] = asyncio.ensure_future(_sweep(ui))
 
     async def on_cleanup(app: web.Application) -> None:
-        app["sweeper"].cancel()
+        app[SWEEPER_KEY].cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await app["sweeper"]
+            await app[SWEEPER_KEY]
         await ui.hubs.close()
         ui.backends.close()
 
@@ -234,11 +235,11 @@ async def serve(ui: Ui, sock: socket.socket, started: Callable[[], None], stop: 
     """Serve until ``stop`` is set."""
     if ui.settings.verbose:
         runner = web.AppRunner(make_app(ui), handler_cancellation=True, access_log_class=_AccessLogger,
-                               access_log=logging.getLogger("kubetrain.ui.access"))
+                               access_log=logging.getLogger("kubetrain.ui.access"), shutdown_timeout=1.0)
     else:
-        runner = web.AppRunner(make_app(ui), handler_cancellation=True, access_log=None)
+        runner = web.AppRunner(make_app(ui), handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.SockSite(runner, sock, shutdown_timeout=1.0)
+    site = web.SockSite(runner, sock)
     await site.start()
     started()
     try:

@@ -24,8 +24,9 @@ const Job = (() => {
     document.getElementById("state-reason").textContent = why;
     document.getElementById("num-nodes").textContent = d.numNodes === null ? "–" : String(d.numNodes);
     fillTable("steps", d.steps, (s) => [s.name, KT.stateBadge(s.state), s.restarts, s.exitCode, [s.reason, s.message].filter(Boolean).join(": ")]);
-    fillTable("conditions", d.conditions, (c) => [c.type, c.status, c.reason, c.message, c.time]);
-    fillTable("events", d.events, (e) => [e.time, e.type, e.reason, e.object, e.message]);
+    const stamp = (t) => KT.el("span", {class: "mono small nowrap", text: t});
+    fillTable("conditions", d.conditions, (c) => [c.type, c.status, c.reason, c.message, stamp(c.time)]);
+    fillTable("events", d.events, (e) => [stamp(e.time), e.type, e.reason, e.object, e.message]);
     showProgress(d);
     const failed = Object.entries(d.failureLogs || {});
     document.getElementById("failure-logs-panel").classList.toggle("hidden", failed.length === 0);

@@ -224,7 +224,7 @@ const TrainJobList = (() => {
     allNamespaces = Boolean(table.dataset.all);
     const all = document.getElementById("all-namespaces");
     all.addEventListener("change", () => { document.getElementById("namespace").disabled = all.checked; });
-    connect();
+    if (table.dataset.live) connect(); else KT.live("off");
   }
 
   return {start};
