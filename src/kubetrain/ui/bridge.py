@@ -59,11 +59,14 @@ class Backends:
         return Stream(self.factory, open_, name=name, maxsize=maxsize)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the workers and close their backends. Closed on a thread of its own: a cluster backend closes its
+        connections on its private event loop, which cannot run on a thread where another loop is running."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             made, self._made = self._made, []
-        for backend in made:
-            close_backend(backend)
+        closer = threading.Thread(target=lambda: [close_backend(b) for b in made], name="kubetrain-ui-close")
+        closer.start()
+        closer.join(10)
 
 
 class StreamEnded(Exception):
