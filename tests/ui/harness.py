@@ -158,7 +158,8 @@ class StandInJob:
         tj = TrainJob.model_validate({
             "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": nodes, "command": ["python", "train.py"]}},
+            "spec": {"runtimeRef": {"name": runtime},
+                     "trainer": {"numNodes": nodes, "command": ["python", "train.py"]}},
         })
         rt, _ = resolve_runtime(tj, builtin_runtimes())
         assert rt is not None
@@ -188,8 +189,11 @@ class StandInJob:
 
     def report(self, percent: int, eta: int | None = None, **metrics: float) -> None:
         """What the status endpoint records for a report: the status, and a row of the history."""
-        ts: dict[str, Any] = {"progressPercentage": percent, "lastUpdatedTime": time.strftime(
-            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "metrics": [{"name": k, "value": f"{v:g}"} for k, v in metrics.items()]}
+        ts: dict[str, Any] = {
+            "progressPercentage": percent,
+            "lastUpdatedTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "metrics": [{"name": k, "value": f"{v:g}"} for k, v in metrics.items()],
+        }
         if eta is not None:
             ts["estimatedRemainingSeconds"] = eta
         self.store.add_progress(self.namespace, self.name, self.uid, "report", ts)
@@ -205,7 +209,8 @@ class StandInJob:
         self.store.put_pods([PodRow(p.namespace, p.trainjob, p.name, p.rjob, "Succeeded", None, None, 0, 0, None, p.log)
                              for p in self.pods])
         self.set_status({**self.status, "conditions": [{
-            "type": "Complete", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully",
+            "type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+            "message": "jobset completed successfully",
             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]})
         self.stop_supervisor()
 

@@ -77,6 +77,23 @@ def test_the_list_follows_a_running_jobs_progress(browser: Any, ui: RunningUi, j
     assert js_errors(browser) == []
 
 
+def test_a_long_list_gets_its_other_rows_after_the_first_paint(
+    browser: Any, ui: RunningUi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubetrain.ui import pages
+
+    monkeypatch.setattr(pages, "FIRST_ROWS", 2)  # the page carries 2 rows; the stream brings the third
+    jobs = [StandInJob(f"job-{i}") for i in range(3)]
+    try:
+        _open(browser, ui, "/trainjobs")
+        wait_for(browser, lambda d: sorted(_keys(d)) == ["default/job-0", "default/job-1", "default/job-2"],
+                 what="all three rows")
+        assert _text(browser, "#count") == "3 TrainJobs"
+    finally:
+        for j in jobs:
+            j.close()
+
+
 def test_the_label_filter_and_all_namespaces(browser: Any, ui: RunningUi) -> None:
     jobs = [StandInJob("vision-a", labels={"team": "vision"}), StandInJob("nlp-a", labels={"team": "nlp"}),
             StandInJob("other-ns", namespace="team-b", labels={"team": "vision"})]
@@ -180,7 +197,7 @@ def test_delete_asks_for_confirmation_then_removes_the_job(browser: Any, ui: Run
     assert job.supervisor.poll() is not None  # its supervisor was stopped, as delete stops a real one
 
 
-def test_suspend_is_confirmed_and_refusals_are_shown_in_the_dialog(browser: Any, ui: RunningUi, job: StandInJob) -> None:
+def test_suspend_is_confirmed_then_resume_is_offered(browser: Any, ui: RunningUi, job: StandInJob) -> None:
     _open(browser, ui, "/trainjobs/default/mnist")
     assert _attr(browser, "#scale", "class") == "hidden"  # torch-distributed is not elastic
     browser.find_element("css selector", "#suspend").click()

@@ -80,8 +80,14 @@ def test_errors_are_one_plain_sentence(ui: RunningUi) -> None:
         assert status == 400 and json.loads(body)["error"] == "the request body is not JSON"
         status, _, body = http.get("/no/such/page")
         assert status == 404 and "no page at /no/such/page" in body
-        status, _, body = http.get("/api/trainjobs/default/mnist-ddp/logs?tail=lots")
-        assert status == 400 and "tail" in json.loads(body)["error"]
+        # An event stream answers its errors as its one event (a browser's EventSource cannot read a 400).
+        status, headers, body = http.get("/api/trainjobs/default/mnist-ddp/logs?tail=lots")
+        assert status == 200 and headers["Content-Type"] == "text/event-stream"
+        event, data = body.strip().splitlines()
+        assert event == "event: failure"
+        assert json.loads(data.removeprefix("data: "))["message"] == "tail: expected a number of lines or 'all', got 'lots'"
+        status, _, body = http.get("/api/trainjobs/default/missing/watch")
+        assert '"status":404' in body and 'trainjob \\"missing\\" not found' in body
     finally:
         job.close()
 

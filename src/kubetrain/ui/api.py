@@ -110,6 +110,7 @@ async def trainjob_stream(request: web.Request) -> web.StreamResponse:
     except ValueError:
         raise UiError(400, "after: expected a time in seconds since the epoch") from None
     refresh = 3.0 if ui.settings.cluster else 1.0
+    await ui.backends.call(lambda b: b.get_trainjob(name, ns))  # missing: a 404 with close names, at once
     async with sse_response(request, headers=stream_headers(), ping_interval=PING) as resp:
         stream = ui.backends.stream(lambda b: b.watch_trainjobs(ns, names=[name]), name=f"job-{name}")
         last: dict[str, Any] | None = None

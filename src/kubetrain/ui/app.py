@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.typedefs import Middleware
 
 from kubetrain.api.progress import duration_text
 from kubetrain.api.views import Backend
@@ -134,7 +135,7 @@ def error_response(ui: Ui, request: web.Request, error: UiError) -> web.Response
     return ui.page("error.html", title=f"Error {error.status}", status=error.status, error=error)
 
 
-def errors_middleware(ui: Ui) -> Callable[[web.Request, security.Handler], Awaitable[web.StreamResponse]]:
+def errors_middleware(ui: Ui) -> Middleware:
     @web.middleware
     async def errors(request: web.Request, handler: security.Handler) -> web.StreamResponse:
         try:
@@ -142,7 +143,8 @@ def errors_middleware(ui: Ui) -> Callable[[web.Request, security.Handler], Await
         except UiError as exc:
             return error_response(ui, request, exc)
         except web.HTTPNotFound:
-            return error_response(ui, request, UiError(404, f"no page at {request.path}", "start from the TrainJobs list"))
+            missing = UiError(404, f"no page at {request.path}", "start from the TrainJobs list")
+            return error_response(ui, request, missing)
         except web.HTTPMethodNotAllowed as exc:
             return error_response(ui, request, UiError(405, f"{request.method} is not allowed at {request.path}",
                                                        f"use {', '.join(sorted(exc.allowed_methods))}"))

@@ -64,7 +64,11 @@ class Backends:
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             made, self._made = self._made, []
-        closer = threading.Thread(target=lambda: [close_backend(b) for b in made], name="kubetrain-ui-close")
+        def close_all() -> None:
+            for backend in made:
+                close_backend(backend)
+
+        closer = threading.Thread(target=close_all, name="kubetrain-ui-close")
         closer.start()
         closer.join(10)
 

@@ -36,7 +36,8 @@ def from_exception(exc: BaseException) -> UiError:
         message = str(exc)
         fix = None
         if status == 403:
-            fix = "your Kubernetes user may not do this here: ask a cluster admin for the RBAC permission, or pick another namespace"
+            fix = ("your Kubernetes user may not do this here: ask a cluster admin for the RBAC permission, or "
+                   "pick another namespace")
         elif status == 401:
             fix = "your kubeconfig's credentials were refused: log in again (as for kubectl) and reload"
         return UiError(status, message, fix)

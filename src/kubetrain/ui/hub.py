@@ -42,7 +42,8 @@ class Changes:
         out: dict[str, Any] = {"version": self.version, "rows": self.rows, "deleted": [list(k) for k in self.deleted]}
         if self.reset:
             out["reset"] = True
-        out["error"] = {"status": self.error.status, "message": self.error.message, "fix": self.error.fix} if self.error else None
+        error = self.error
+        out["error"] = {"status": error.status, "message": error.message, "fix": error.fix} if error else None
         return out
 
 

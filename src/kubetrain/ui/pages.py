@@ -23,6 +23,9 @@ from kubetrain.ui.app import UI_KEY, Ui
 from kubetrain.ui.errors import UiError, from_exception
 
 FIRST_LIST_TIMEOUT = 60.0
+FIRST_ROWS = 100
+"""Rows a list page carries itself; the rest follow on its event stream right after the first paint (a screen
+shows a few dozen, and a page of 1,000 rows would take longer to lay out than the 300 ms first paint allows)."""
 
 
 def routes(app: web.Application) -> None:
@@ -88,8 +91,10 @@ async def trainjobs(request: web.Request) -> web.Response:
         "trainjobs.html",
         title="TrainJobs",
         page="trainjobs",
-        rows=rows,
-        version=hub.version,
+        rows=rows[:FIRST_ROWS],
+        total=len(rows),
+        # A page that carries only the first rows asks for the whole list (version -1) once it is painted.
+        version=hub.version if len(rows) <= FIRST_ROWS else -1,
         namespace=scope or "",
         all_namespaces=scope is None,
         selector=selector_text,

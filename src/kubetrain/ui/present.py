@@ -156,7 +156,8 @@ def containers(jobset: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         spec = template.get("spec") or {}
         names = [str(x.get("name")) for x in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
         annotations = (template.get("metadata") or {}).get("annotations")
-        out[str(rj.get("name"))] = {"containers": names, "default": default_container(spec, annotations, rj.get("name"))}
+        default = default_container(spec, annotations, rj.get("name"))
+        out[str(rj.get("name"))] = {"containers": names, "default": default}
     return out
 
 

@@ -23,13 +23,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from kubetrain.ui.errors import UiError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; "
     "font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 SAFE_METHODS = ("GET", "HEAD")
@@ -62,7 +64,7 @@ def _loopback(address: str) -> bool:
     return address in ("127.0.0.1", "localhost", "::1", "[::1]") or address.startswith("127.")
 
 
-def middleware(session: Session) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def middleware(session: Session) -> Middleware:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if (request.host or "").lower() not in session.hosts:

@@ -100,7 +100,7 @@ def _runtime_ref(value: str, namespace: str, findings: list[Finding]) -> dict[st
 
 
 def _env(text: str, findings: list[Finding]) -> list[dict[str, str]]:
-    out = []
+    out: list[dict[str, str]] = []
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
