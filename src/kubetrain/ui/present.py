@@ -84,13 +84,13 @@ def details(d: TrainJobDetails) -> dict[str, Any]:
 
 
 def point(p: ProgressPoint) -> dict[str, Any]:
-    """One recorded ``trainerStatus`` for the charts: time in seconds since the epoch, progress, ETA and metrics
-    (numbers where the value is one; a chart draws only those)."""
+    """One recorded ``trainerStatus`` for the charts: time in seconds since the epoch, progress, ETA and metrics as
+    ``[name, value]`` pairs (numbers where the value is one; a chart draws only those)."""
     ts = p.trainer_status
-    metrics: dict[str, Any] = {}
-    for m in ts.get("metrics") or []:
-        if isinstance(m, dict) and isinstance(m.get("name"), str):
-            metrics[m["name"]] = _number(m.get("value"))
+    # Pairs, not a mapping: the charts come in the order the job reports its metrics (a JSON object would be
+    # sorted on its way into the page).
+    metrics = [[m["name"], _number(m.get("value"))] for m in ts.get("metrics") or []
+               if isinstance(m, dict) and isinstance(m.get("name"), str)]
     pct, eta = ts.get("progressPercentage"), ts.get("estimatedRemainingSeconds")
     return {
         "time": p.time,

@@ -86,7 +86,7 @@ const Job = (() => {
         out.get(name).y.push(v);
       };
       for (const p of points) {
-        for (const [name, v] of Object.entries(p.metrics || {})) add(name, p.time, v);
+        for (const [name, v] of p.metrics || []) add(name, p.time, v);
       }
       for (const p of points) add("progress %", p.time, p.progress);
       return out;
