@@ -85,7 +85,8 @@ def test_errors_are_one_plain_sentence(ui: RunningUi) -> None:
         assert status == 200 and headers["Content-Type"] == "text/event-stream"
         event, data = body.strip().splitlines()
         assert event == "event: failure"
-        assert json.loads(data.removeprefix("data: "))["message"] == "tail: expected a number of lines or 'all', got 'lots'"
+        message = json.loads(data.removeprefix("data: "))["message"]
+        assert message == "tail: expected a number of lines or 'all', got 'lots'"
         status, _, body = http.get("/api/trainjobs/default/missing/watch")
         assert '"status":404' in body and 'trainjob \\"missing\\" not found' in body
     finally:
