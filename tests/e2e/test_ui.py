@@ -108,8 +108,12 @@ def test_the_ui_on_a_real_cluster(browser: Any, kubeconfig: str, namespace: str)
         wait_for(browser, lambda d: f"{namespace}/{name}" not in _keys(d), what="deleted")
         wait_until(lambda: get(r.TRAINJOB, name, namespace) is None, what="gone from the API server")
         assert js_errors(browser) == []
+    except AssertionError:
+        print(ui.stop(), file=sys.stderr)
+        print(op.log()[-5000:], file=sys.stderr)
+        raise
     finally:
-        err = ui.stop()
+        err = ui.stop() if ui.proc.poll() is None else ""
         op.stop()
         call(lambda c: _delete_quietly(c, name, namespace))
     assert "Traceback" not in err, err

@@ -127,9 +127,15 @@ def chromium() -> Any:
 
 def wait_for(driver: Any, condition: Callable[[Any], Any], timeout: float = 30.0, what: str = "") -> Any:
     """Wait for a condition on the page (checked every 50 ms: the page changes on server-sent events)."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message=what)
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message=what)
+    except TimeoutException:
+        shown = driver.execute_script("const m = document.querySelector('main'); return m ? m.innerText : ''")
+        raise AssertionError(f"timed out waiting for {what}; the page ({driver.current_url}) shows:\n"
+                             f"{str(shown)[:3000]}") from None
 
 
 def js_errors(driver: Any) -> list[str]:
