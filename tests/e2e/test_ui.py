@@ -2,7 +2,8 @@
 from the form, the local operator process compiling it, the page following its pod, progress and completion, a
 confirmed delete, and the API server's 403 for a user without rights shown as such.
 
-As in ``test_cli_cluster.py`` the test stands in for the kubelet and the JobSet controller (no nodes here)."""
+As in ``test_cli_cluster.py`` the test stands in for the JobSet controller (it makes the pod and completes the
+JobSet); a node's kubelet, when the cluster has one, acts on the pod as it would."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.k8s.cli_backend import ClusterBackend
 from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import KUBECONFIG, OperatorProcess, call, complete_jobset, get, setup_runtime, wait_until
@@ -87,14 +89,25 @@ def test_the_ui_on_a_real_cluster(browser: Any, kubeconfig: str, namespace: str)
         browser.find_element("css selector", "#submit-button").click()
         wait_for(browser, lambda d: d.current_url.endswith(f"/trainjobs/{namespace}/{name}"), what="the job's page")
         wait_until(lambda: get(r.JOBSET, name, namespace), what="the operator's JobSet")
+        # The pod, as its Job would make it. This cluster may have a real node whose kubelet then takes the pod
+        # over (pulling its image, which may fail here): whatever the cluster says, the page must say the same as
+        # `kubetrain describe`.
         make_pod(namespace, name, 0, running())
-        wait_for(browser, lambda d: _text(d, "#state .state") == "Running", what="Running")
+        backend = ClusterBackend(kubeconfig, None)
+
+        def as_describe_says(d: Any) -> bool:
+            st = backend.describe_trainjob(name, namespace).state
+            assert st is not None
+            return st.state != "Created" and _text(d, "#state .state") == st.state and "node-0-0" in _text(d, "#steps")
+
+        wait_for(browser, as_describe_says, what="the pod's state, as kubetrain describe says it")
         _report(name, namespace, 40, 0.9)
         wait_for(browser, lambda d: _attr(d, '.chart[data-metric="loss"]', "data-drawn") == "1", what="a point")
         _report(name, namespace, 80, 0.4)
         wait_for(browser, lambda d: _attr(d, '.chart[data-metric="loss"]', "data-drawn") == "2", what="2 points")
         complete_jobset(name, namespace)
         wait_for(browser, lambda d: _text(d, "#state .state") == "Complete", timeout=60, what="Complete")
+        backend.close()
         browser.refresh()
         wait_for(browser, lambda d: "kind: JobSet" in str(d.execute_script(
             "return document.querySelector('#jobset-yaml pre')?.textContent || ''")), what="the compiled JobSet")
