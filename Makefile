@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test test-fast lint bench crds clean fuzz
+.PHONY: install system-deps demo test test-fast lint bench crds clean fuzz image
 
 # Debian packages the local backend uses: OpenMPI for real mpirun (and MPICH for mpiImplementation: MPICH, whose
 # alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces;
@@ -43,12 +43,20 @@ fuzz: install
 	KUBETRAIN_FUZZ_PROFILE=fuzz $(BIN)/pytest -q tests/api/test_fuzz.py
 
 lint: install
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# The operator image as a docker-archive, without a Docker daemon (debootstrap, umoci, skopeo; needs root):
+# load it with `ctr -n k8s.io images import`, `docker load -i` or `podman load -i` (docs/install.md).
+# IMAGE_OUT and IMAGE_TAG override the archive's path and the image's name.
+IMAGE_OUT ?=
+IMAGE_TAG ?=
+image: install
+	$(BIN)/python scripts/build_image.py $(if $(IMAGE_OUT),--output $(IMAGE_OUT)) $(if $(IMAGE_TAG),--tag $(IMAGE_TAG))
 
 crds: install
 	KUBETRAIN_UPDATE_MANIFESTS=1 $(BIN)/pytest -q tests/api/test_k8sschema.py

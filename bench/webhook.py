@@ -1,9 +1,11 @@
 """Admission webhook latency: TrainJob reviews over real TLS on 127.0.0.1.
 
 Starts the webhook server with a generated certificate and an in-memory runtime lookup, sends a bounded
-number of AdmissionReview requests over keep-alive HTTPS connections, and reports the server-side handling
+number of AdmissionReview requests from a few concurrent HTTPS clients, and reports the server-side handling
 time (parse + validate + respond, measured inside the server) and the client round trip. Target: server-side
-p99 for a TrainJob review <= 20 ms.
+p99 for a TrainJob review <= 20 ms. The server answers every review with ``Connection: close`` (see
+docs/webhook.md#availability-why-admission-fails-closed-and-how-it-stays-up), so each review pays a TLS handshake
+in the round trip, on both sides, as the API server's calls do.
 
     python bench/webhook.py [--requests 2000] [--concurrency 4] [--no-write]
 
@@ -166,7 +168,8 @@ def section(r: dict[str, Any]) -> str:
             "",
             f"`python bench/webhook.py`: {r['requests']} CREATE reviews of a 2-node torch TrainJob against "
             "the built-in `torch-distributed` runtime (looked up as a dict and parsed per review), HTTPS on "
-            f"127.0.0.1, {r['concurrency']} keep-alive connections, {platform.python_implementation()} "
+            f"127.0.0.1, {r['concurrency']} concurrent clients, one TLS connection per review (the server closes "
+            f"each, see docs/webhook.md), {platform.python_implementation()} "
             f"{platform.python_version()}, {_cores()} cores. Server-side time is measured in the request "
             "handler (read body, parse, look up, validate, rate the pods (Pod Security), encode); TLS and HTTP "
             "parsing count only in the round trip.",

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubetrain.api import KubetrainError, TrainJob
+from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as C
 
 
@@ -65,15 +65,22 @@ class Client:
     ) -> str:
         """Create a TrainJob and start it in the background; returns its name.
 
-        ``func`` is shipped as source (``inspect.getsource``) and called with ``**func_args`` on every process;
-        with a torch runtime it runs under ``torchrun``. Alternatively give ``command``/``args``.
+        ``func`` is shipped as source (``inspect.getsource``) and called with ``**func_args`` on every process,
+        started the way the Kubeflow SDK starts it for the runtime's ML policy: ``torchrun`` (torch: one process
+        per ``num_proc_per_node`` on each node), ``mpirun`` over the runtime's hostfile from the launcher (mpi: one
+        rank per slot, ``num_proc_per_node`` slots on each node), else ``python`` once per node (jax, xgboost,
+        tensorflow, no policy). The world the function sees is ``num_nodes`` x processes per node. Alternatively
+        give ``command``/``args``.
         """
         if func is not None and command is not None:
             raise KubetrainError("train(): give either func or command, not both")
         name = name or f"tj-{uuid.uuid4().hex[:10]}"
         trainer: dict[str, Any] = {}
+        # The runtime decides how the function is started and how many processes a node runs.
+        found = self._runtime(runtime, runtime_kind) if func is not None or num_proc_per_node is not None else None
+        _check_num_proc(found, runtime, num_proc_per_node)
         if func is not None:
-            trainer["command"] = self._func_command(func, func_args or {}, runtime)
+            trainer["command"] = self._func_command(func, func_args or {}, found, runtime)
         elif command is not None:
             trainer["command"] = list(command)
         if args is not None:
@@ -100,8 +107,22 @@ class Client:
             self._backend.apply([manifest], namespace=self.namespace, workdir=workdir or os.getcwd())
         return name
 
+    def _runtime(self, name: str, kind: str) -> AnyRuntime | None:
+        """The runtime a TrainJob would reference (None when there is none: applying then says so)."""
+        for rt in self._backend.list_runtimes(self.namespace):
+            if rt.name == name and rt.kind == kind:
+                return rt  # type: ignore[no-any-return]
+        return None
+
     @staticmethod
-    def _func_command(func: Callable[..., Any], func_args: dict[str, Any], runtime: str) -> list[str]:
+    def _func_command(
+        func: Callable[..., Any], func_args: dict[str, Any], runtime: AnyRuntime | None, runtime_name: str
+    ) -> list[str]:
+        if runtime is not None and runtime.labels.get(C.LABEL_FRAMEWORK) == "torchtune":
+            raise KubetrainError(
+                f"train(func=...): runtime {runtime_name!r} is a torchtune runtime, which runs its built-in recipe "
+                "(`tune run`), not a function; train the function on a runtime such as torch-distributed"
+            )
         try:
             source = textwrap.dedent(inspect.getsource(func))
         except (OSError, TypeError) as exc:
@@ -111,9 +132,7 @@ class Client:
             ) from None
         # The code travels inside the TrainJob itself, so the same TrainJob works on a cluster.
         code = f"{source}\nimport json\n{func.__name__}(**json.loads({json.dumps(json.dumps(func_args))}))\n"
-        if runtime.startswith("torch"):
-            return ["torchrun", "--no-python", "python", "-c", code]
-        return ["python", "-c", code]
+        return [*entrypoint(runtime), "-c", code]
 
     def get(self, name: str) -> TrainJob:
         return self._backend.get_trainjob(name, self.namespace)  # type: ignore[no-any-return]
@@ -151,3 +170,32 @@ class Client:
             self._backend.delete_trainjob(name, self.namespace)
         else:
             self._backend.delete_trainjob(name, self.namespace, keep_logs=keep_logs)
+
+
+def entrypoint(runtime: AnyRuntime | None) -> list[str]:
+    """What starts a function's ``python -c`` on a runtime, as the Kubeflow SDK chooses it from the ML policy."""
+    ml = runtime.spec.ml_policy if runtime is not None else None
+    if ml is not None and ml.torch is not None:
+        # torchrun reads the PET_* variables the torch policy sets: nodes, processes per node, rank, master.
+        return ["torchrun", "--no-python", "python"]
+    if ml is not None and ml.mpi is not None:
+        # The launcher starts every rank; OpenMPI is given the hostfile as the SDK gives it, Hydra (Intel MPI,
+        # MPICH) reads it from the variable the MPI policy sets on the launcher.
+        if (ml.mpi.mpi_implementation or "OpenMPI") == "OpenMPI":
+            return ["mpirun", "--hostfile", C.MPI_HOSTFILE_PATH, "python"]
+        return ["mpirun", "python"]
+    return ["python"]
+
+
+def _check_num_proc(runtime: AnyRuntime | None, name: str, num_proc_per_node: int | str | None) -> None:
+    ml = runtime.spec.ml_policy if runtime is not None else None
+    if num_proc_per_node is None or runtime is None or num_proc_per_node == 1:
+        return
+    if ml is not None and (ml.torch is not None or ml.mpi is not None):
+        return
+    policy = ", ".join(ml.frameworks()) if ml is not None and ml.frameworks() else "no ML policy"
+    raise KubetrainError(
+        f"train(num_proc_per_node={num_proc_per_node!r}): runtime {name!r} ({policy}) runs one process per node, "
+        "so the world size would stay num_nodes; scale with num_nodes, or use a torch or MPI runtime for several "
+        "processes per node"
+    )

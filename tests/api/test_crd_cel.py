@@ -209,6 +209,10 @@ def test_one_ml_policy() -> None:
     assert cel("TrainingRuntime", runtime(jax={}, xgboost={}, flux={})) == [
         ".spec.mlPolicy: Only one of the policy can be configured"
     ]
+    assert cel("ClusterTrainingRuntime", runtime(tensorflow={})) == []
+    assert cel("ClusterTrainingRuntime", runtime(tensorflow={}, xgboost={})) == [
+        ".spec.mlPolicy: Only one of the policy can be configured"
+    ]
 
 
 def test_elastic_policy_excludes_num_nodes() -> None:

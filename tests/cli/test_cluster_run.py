@@ -106,6 +106,12 @@ def test_run_exits_1_when_the_job_fails_and_points_at_describe(tmp_path: Path) -
             pod = kubelet.create_pod(pod_manifest("job", "node", 0), running())
             kubelet.log(pod, "Traceback: boom\n")
             kubelet.set_status(pod, terminated(2))
+
+            def recorded() -> bool:
+                tj = bg.api.store.get("trainer.kubeflow.org", "trainjobs", "default", "job")
+                return bool((tj.get("status") or {}).get("podFailures"))
+
+            until(recorded, "the operator to record the failure")  # as the Job controller sees it before failing
             kubelet.complete_jobset("job", failed=True)
             out, err = proc.communicate(timeout=60)
         finally:
@@ -114,7 +120,11 @@ def test_run_exits_1_when_the_job_fails_and_points_at_describe(tmp_path: Path) -
         assert proc.returncode == 1, err
         assert "Traceback" not in out  # -q: no logs
         assert "step node-0-0: Failed (exit code 2, Error)" in err
-        assert "trainjob default/job: Failed (FailedJobs: jobset failed due to one or more job failures)" in err
+        # The operator's Failed message names the failure (the log lines in it are left to describe).
+        assert (
+            "trainjob default/job: Failed (FailedJobs: node-0-0 exited with code 2 (Error); "
+            "jobset failed due to one or more job failures)\n"
+        ) in err
         assert "details: kubetrain describe trainjob job" in err
 
 

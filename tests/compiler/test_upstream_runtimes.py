@@ -84,3 +84,40 @@ def test_schema_check_can_fail() -> None:
     js = compile_trainjob(TrainJobBuilder(runtime=rt.name).build(), rt, keygen=fixed_keygen())[-1]
     js["spec"]["replicatedJobs"][0]["replicas"] = "many"
     assert schema_errors(js)
+
+
+def _upstream_runtimes(version: str = "v2.3") -> dict[str, ClusterTrainingRuntime]:
+    out = {}
+    for path in RUNTIME_FILES:
+        if path.parent.name == version:
+            (runtime,) = load_file(path).objects
+            assert isinstance(runtime, ClusterTrainingRuntime)
+            out[runtime.name] = runtime
+    return out
+
+
+@pytest.mark.parametrize("runtime", builtin_runtimes(), ids=lambda r: r.name)
+def test_builtin_runtime_compiles_exactly_like_upstreams(runtime: ClusterTrainingRuntime) -> None:
+    """A cluster gets the same objects from our built-in runtime as from upstream's runtime of that name (kubetrain's
+    own runtimes, which upstream does not ship, are skipped)."""
+    upstream = _upstream_runtimes().get(runtime.name)
+    if upstream is None:
+        pytest.skip(f"upstream ships no {runtime.name} runtime")
+    # The runtime snapshot records the runtime as written (ours spells out defaults such as numProcPerNode: auto),
+    # so it is left out; every object the runtime compiles into is compared whole.
+    def without_snapshot(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [o for o in objects if not o["metadata"]["name"].endswith("-runtime-snapshot")]
+
+    for trainer in ({}, {"numNodes": 2}, {"numNodes": 3, "numProcPerNode": 2, "command": ["python", "t.py"]}):
+        tj = TrainJobBuilder(name="job", runtime=runtime.name).trainer(**trainer).build()
+        ours = without_snapshot(compile_trainjob(tj, runtime, keygen=fixed_keygen()))
+        theirs = without_snapshot(compile_trainjob(tj, upstream, keygen=fixed_keygen()))
+        assert ours == theirs, trainer
+        assert any(o["kind"] == "JobSet" for o in ours)
+
+
+def test_kubetrain_only_runtimes_are_the_known_ones() -> None:
+    if not SHARED.exists():
+        pytest.skip("no shared reference material")
+    ours = {r.name for r in builtin_runtimes()} - set(_upstream_runtimes())
+    assert ours == {"tensorflow-distributed", "torch-distributed-restricted"}

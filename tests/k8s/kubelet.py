@@ -98,6 +98,30 @@ def terminated(exit_code: int, container: str = "node", reason: str | None = Non
     }
 
 
+def crash_loop(
+    restarts: int, exit_code: int, finished_at: str | None = None, container: str = "node"
+) -> dict[str, Any]:
+    """restartPolicy OnFailure: the pod stays Running while its container waits to be started again."""
+    last = {"exitCode": exit_code, "reason": "Error", "finishedAt": finished_at or _now()}
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {
+                "name": container,
+                "image": "busybox",
+                "imageID": "",
+                "restartCount": restarts,
+                "ready": False,
+                "state": {
+                    "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}
+                },
+                "lastState": {"terminated": last},
+            }
+        ],
+    }
+
+
 def unschedulable(message: str) -> dict[str, Any]:
     return {
         "phase": "Pending",

@@ -129,3 +129,43 @@ def test_sdk_list_train_get_logs_wait_delete(tmp_path: Path) -> None:
         client.delete_job(name)
         wait(lambda: not bg.api.store.list(JS, "jobsets", "default")[0])
         assert [j.name for j in client.list_jobs()] == []
+
+
+def test_sdk_reads_a_failed_job_and_its_pod_failure_events(tmp_path: Path) -> None:
+    """``status.podFailures`` and the composed Failed message are beyond upstream: the SDK must still parse the
+    TrainJob (Running while a pod crash-loops, then Failed), and its events carry the reason."""
+    from kubeflow.trainer import CustomTrainer, KubernetesBackendConfig, TrainerClient
+
+    from tests.k8s.kubelet import Kubelet, crash_loop, pod_manifest, running
+
+    with background_api(tmp_path, operator=True) as (bg, kubeconfig):
+
+        async def seed() -> None:
+            bg.api.store.create("trainer.kubeflow.org", "clustertrainingruntimes", None, torch_runtime(), "admin")
+
+        bg.call(seed())
+        client = TrainerClient(KubernetesBackendConfig(config_file=kubeconfig, namespace="default"))
+        name = client.train(runtime="torch-distributed", trainer=CustomTrainer(func=train_fn, num_nodes=1))
+        wait(lambda: bg.api.store.list(JS, "jobsets", "default")[0])
+        kubelet = Kubelet(bg)
+        pod = kubelet.create_pod(pod_manifest(name, "node"), running())
+        kubelet.log(pod, "loading data\nValueError: boom\n")
+        kubelet.restart(pod)
+        kubelet.set_status(pod, crash_loop(1, 3))
+
+        def recorded() -> list:
+            tj = bg.api.store.get("trainer.kubeflow.org", "trainjobs", "default", name)
+            return [e for e in (tj.get("status") or {}).get("podFailures") or [] if e.get("logTail")]
+
+        wait(recorded)
+        assert client.get_job(name).status == "Running"  # no condition was added: the SDK still says Running
+
+        kubelet.delete_pod(pod)  # the Job controller, past its backoffLimit
+        kubelet.complete_jobset(name, failed=True)
+        with pytest.raises(RuntimeError, match="is Failed"):
+            client.wait_for_job_status(name, {"Complete"}, timeout=30, polling_interval=1)
+        assert client.get_job(name).status == "Failed"
+        events = [e for e in client.get_job_events(name) if e.reason == "PodFailed"]
+        assert len(events) == 1 and events[0].involved_object_kind == "TrainJob"
+        assert events[0].message.startswith("node-0-0 exited with code 3 (Error) after 1 restart")
+        assert events[0].message.endswith("ValueError: boom")

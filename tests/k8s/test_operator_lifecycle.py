@@ -230,3 +230,25 @@ def test_active_deadline_fails_the_job_and_deletes_the_jobset() -> None:
                 await wait_for(lambda: env.find("jobsets", "job", group=JS) is None, what="JobSet deleted")
 
     run(body)
+
+
+def test_tensorflow_trainjob_gets_a_jobset_with_tf_config() -> None:
+    from kubetrain.runtimes import builtin_runtime
+
+    async def body() -> None:
+        async with fake_env() as env:
+            runtime = builtin_runtime("tensorflow-distributed")
+            assert runtime is not None
+            await env.client.create(runtime.to_wire())
+            async with running_operator(env):
+                await env.client.create(trainjob("tf", runtime="tensorflow-distributed", trainer={"numNodes": 2}))
+                js = await wait_for(lambda: env.find("jobsets", "tf", group=JS), what="JobSet")
+                pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+                env_vars = {e["name"]: e for e in pod["containers"][0]["env"]}
+                assert env_vars["TF_CONFIG"]["value"] == (
+                    '{"cluster":{"worker":["tf-node-0-0.tf:29500","tf-node-0-1.tf:29501"]},'
+                    '"task":{"type":"worker","index":$(TF_TASK_INDEX)}}'
+                )
+                assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
+
+    run(body)

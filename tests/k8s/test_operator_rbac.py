@@ -198,6 +198,20 @@ def test_operator_calls_match_its_rbac_exactly(
                 await env.client.create(trainjob("mpi", runtime="mpi"))
                 await env.client.create(trainjob("vc", runtime="volcano"))
                 await env.client.create(trainjob("lost", runtime="missing"))
+                # A failing pod: watched (pods list/watch), its last lines read (pods/log get); then its JobSet
+                # fails and the failed Job's reason is looked up (jobs list).
+                await env.client.create(trainjob("crash"))
+                await wait_for(lambda: env.find("jobsets", "crash", group="jobset.x-k8s.io"), what="JobSet")
+                crash = await add_pod(env, "crash")
+                env.api.pod_logs.write("default", crash["metadata"]["name"], "ValueError: boom\n")
+                terminated = {"exitCode": 3, "reason": "Error", "finishedAt": "2026-01-01T00:00:00Z"}
+                await env.client.patch_status(r.POD, crash["metadata"]["name"], "default", {
+                    "phase": "Failed", "containerStatuses": [{"name": "node", "restartCount": 0,
+                                                              "state": {"terminated": terminated}}]})  # fmt: skip
+                await wait_for(lambda: (env.get("trainjobs", "crash").get("status") or {}).get("podFailures"))
+                await env.client.patch_status(r.JOBSET, "crash", "default", {"conditions": [
+                    {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed",
+                     "lastTransitionTime": "2026-01-01T00:00:01Z"}]})  # fmt: skip
                 # Elastic: an HPA; a new node count resized in place (update), then refused and re-created
                 # (the trainer pods' failures are listed, the JobSet deleted).
                 await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
@@ -248,6 +262,8 @@ def test_operator_calls_match_its_rbac_exactly(
                     headers = {"Authorization": f"Bearer {token}"}
                     async with http.post(url, json=report, headers=headers, ssl=ctx) as resp:
                         assert resp.status == 200, await resp.text()
+                await wait_for(lambda: any(
+                    x["type"] == "Failed" for x in env.get("trainjobs", "crash")["status"].get("conditions", [])))
                 await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
 
     run(body)

@@ -39,6 +39,14 @@ def test_operator_serves_the_webhook_over_tls_and_is_ready_only_then(tmp_path: P
             cert_dir = tmp_path / "certs"
             async with running_operator(env, webhook_port=0, webhook_cert_dir=str(cert_dir)) as op:
                 assert op.webhook is not None and op.ready()
+                # Ready follows the webhook's own end-to-end check (the API server could not call it) ...
+                op.webhook.serving = False
+                assert not op.ready()
+                assert await op.webhook.self_check() and op.ready()
+                # ... and ends when shutdown begins, while the webhook still answers.
+                op.stopping = True
+                assert not op.ready() and op.webhook.ready()
+                op.stopping = False
                 # Its lookups use a client of their own, not the reconcilers' rate-limited one.
                 assert op._webhook_client is not None and op._webhook_client is not op.client
                 review = _review("u1")

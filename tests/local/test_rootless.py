@@ -15,10 +15,12 @@ import os
 import pwd
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -351,3 +353,80 @@ def test_mpi_example_as_an_unprivileged_user(account: pwd.struct_passwd) -> None
     r = as_user(account, [*kubetrain, "run", "-f", "trainjob.yaml"], env=user_env(account), cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("sum of ranks = 6") == 4, r.stdout
+
+
+
+NETWORK = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: net, labels: {trainer.kubeflow.org/framework: torch}}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec:
+            template:
+              spec:
+                containers:
+                - {name: node, image: python, command: [python3, net.py], env: [{name: HOST_SERVER, value: HOSTSERVER}]}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: net}
+spec:
+  runtimeRef: {name: net, kind: TrainingRuntime}
+"""
+NET_PY = """
+import os, socket, subprocess, time
+print("I=" + subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.strip())
+if os.environ.get("HOST_SERVER"):  # the host's network, through the TrainJob's outbound NAT
+    host, port = os.environ["HOST_SERVER"].split(":")
+    socket.create_connection((host, int(port)), timeout=10).sendall(b"rootless pod")
+t = time.monotonic()
+try:
+    socket.getaddrinfo("no-such-host.invalid", 80)
+except OSError:
+    pass
+print(f"lookup took {time.monotonic() - t:.1f}s")
+"""
+
+
+def test_pod_network_and_name_lookups_as_an_unprivileged_user(account: pwd.struct_passwd) -> None:
+    """Rootless: each pod has its own address, and a name that resolves nowhere fails at once (with outbound
+    network or without): it never waits out a resolver's timeout."""
+    problem = userns_usable(account)
+    if problem:
+        pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
+    job = Path(account.pw_dir) / "net-job"
+    shutil.rmtree(job, ignore_errors=True)
+    job.mkdir()
+    outbound = shutil.which("slirp4netns") is not None and shutil.which("nft", path="/usr/sbin:/sbin") is not None
+    accepted: list[bytes] = []
+    server = None
+    if outbound:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.connect(("192.0.2.1", 9))  # picks the outbound interface's address; sends nothing
+        host_ip = probe.getsockname()[0]
+        probe.close()
+        server = socket.create_server((host_ip, 0))
+        threading.Thread(target=lambda: accepted.append(server.accept()[0].recv(32)), daemon=True).start()
+    where = f"{server.getsockname()[0]}:{server.getsockname()[1]}" if server is not None else ""
+    (job / "net.yaml").write_text(NETWORK.replace("HOSTSERVER", f'"{where}"'))
+    (job / "net.py").write_text(NET_PY)
+    for p in (job, *job.iterdir()):
+        os.chown(p, account.pw_uid, account.pw_gid)
+    kubetrain = [sys.executable, "-m", "kubetrain.cli.main"]
+    env = user_env(account)
+    r = as_user(account, [*kubetrain, "run", "-f", "net.yaml"], env=env, cwd=str(job), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[node-0/0] I=10.250.0." in r.stdout, r.stdout
+    took = float(r.stdout.split("lookup took ")[1].split("s")[0])
+    described = as_user(account, [*kubetrain, "describe", "trainjob", "net"], env=env, cwd=str(job)).stdout
+    assert took < 3.0, r.stdout + described
+    if server is not None:
+        server.close()
+        assert "NoOutboundNetwork" not in described, described
+        assert accepted == [b"rootless pod"], r.stdout + described

@@ -78,8 +78,14 @@ OPENMPI_ENV: Final = (
 INTEL_MPI_ENV: Final = ("I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS")
 MPICH_ENV: Final = ("HYDRA_HOST_FILE", "HYDRA_LAUNCH_EXTRA_ARGS")
 
-# XGBoost / JAX.
+# XGBoost.
 XGBOOST_RESERVED_ENV: Final = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
+
+# TensorFlow (kubetrain's own policy): TF_CONFIG is JSON naming this pod's index, which the kubelet substitutes
+# from TF_TASK_INDEX (the Job completion index) when it expands $(TF_TASK_INDEX) in TF_CONFIG's value.
+TF_CONFIG: Final = "TF_CONFIG"
+TF_TASK_INDEX: Final = "TF_TASK_INDEX"
+TENSORFLOW_RESERVED_ENV: Final = (TF_CONFIG, TF_TASK_INDEX)
 
 # Status.
 COND_SUSPENDED: Final = "Suspended"

@@ -125,8 +125,8 @@ MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
             "message": "numNodes should not be set if torch.elasticPolicy is configured",
         },
         {
-            "rule": "[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost), has(self.flux)]"
-            ".filter(x, x).size() <= 1",
+            "rule": "[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost), has(self.tensorflow), "
+            "has(self.flux)].filter(x, x).size() <= 1",
             "message": "Only one of the policy can be configured",
         },
     ],
@@ -278,7 +278,7 @@ DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (trainjob.TrainJobStatus, "scaling"): "Restart budget carried across JobSet re-creations of an elastic "
     "TrainJob whose node count changed.",
     (runtime.TrainingRuntimeSpec, "ml_policy"): "How the job is distributed: node count and at most one "
-    "framework policy (torch, mpi, jax, xgboost, flux).",
+    "framework policy (torch, mpi, jax, xgboost, tensorflow, flux).",
     (runtime.TrainingRuntimeSpec, "pod_group_policy"): "Gang scheduling through a PodGroup (coscheduling or "
     "volcano).",
     (runtime.TrainingRuntimeSpec, "template"): "The JobSet every TrainJob using this runtime starts from.",
@@ -286,6 +286,8 @@ DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (runtime.MLPolicy, "mpi"): "Run the trainer with mpirun from a launcher.",
     (runtime.MLPolicy, "jax"): "Configure JAX distributed initialisation.",
     (runtime.MLPolicy, "xgboost"): "Configure the XGBoost (Rabit) tracker.",
+    (runtime.MLPolicy, "tensorflow"): "Give each node the TF_CONFIG of a MultiWorkerMirroredStrategy cluster "
+    "(kubetrain's own; not in Kubeflow Trainer).",
     (runtime.MLPolicy, "flux"): "Run the trainer under the Flux framework.",
     (runtime.MPIPolicy, "mpi_implementation"): "MPI flavour, which decides the hostfile format and env.",
     (runtime.MPIPolicy, "ssh_auth_mount_path"): "Where the generated SSH keys are mounted.",

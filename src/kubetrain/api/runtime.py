@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -67,10 +67,16 @@ class MLPolicy(Model):
     mpi: MPIPolicy | None = None
     jax: EmptyPolicy | None = None
     xgboost: EmptyPolicy | None = None
+    # kubetrain's own: Kubeflow Trainer has no TensorFlow policy (docs/compatibility.md).
+    tensorflow: EmptyPolicy | None = None
     flux: FluxPolicy | None = None
 
     def frameworks(self) -> list[str]:
-        return [n for n in ("torch", "mpi", "jax", "xgboost", "flux") if getattr(self, n) is not None]
+        return [n for n in ML_POLICIES if getattr(self, n) is not None]
+
+
+# Every framework policy of MLPolicy; at most one may be set.
+ML_POLICIES: Final = ("torch", "mpi", "jax", "xgboost", "tensorflow", "flux")
 
 
 class CoschedulingPolicy(Model):

@@ -165,6 +165,30 @@ class ScalingStatus(Model):
     )
 
 
+class PodFailure(OpenModel):
+    """A failed run of one of the TrainJob's pods, recorded by the operator as it happened (beyond upstream): it
+    outlives the pod, which the Job controller may delete."""
+
+    step: str = Field(description="The step (pod) that failed: <replicated job>-<job index>-<completion index>.")
+    pod: str = Field(description="The pod that failed last in this step.")
+    container: str = Field(description="The container that failed (empty: the pod failed as a whole).")
+    exit_code: int | None = Field(None, description="The container's exit code.")
+    signal: str | None = Field(None, description="The signal that ended it (SIGKILL, SIGSEGV, ...).")
+    reason: str | None = Field(
+        None, description="The kubelet's reason (Error, OOMKilled, ...) or the pod's (Evicted, DeadlineExceeded, ...)."
+    )
+    message: str | None = Field(None, max_length=256, description="The termination message, shortened.")
+    restarts: int = Field(0, ge=0, description="The container's restart count when last seen.")
+    failures: int = Field(1, ge=1, description="Failed runs recorded for this step and container.")
+    last_failure_time: str | None = Field(None, description="When the last recorded failure happened.")
+    log_tail: str | None = Field(
+        None,
+        max_length=4096,
+        description="The last log lines read (at most 10 lines, 2 KiB); dropped once the TrainJob finished "
+        "(the Failed condition's message keeps those of the failure that caused it).",
+    )
+
+
 class TrainJobStatus(OpenModel):
     conditions: list[Condition] | None = Field(None, max_length=8)
     jobs_status: list[JobStatus] | None = Field(None, max_length=100)
@@ -176,6 +200,12 @@ class TrainJobStatus(OpenModel):
         None, description="Label selector of the trainer pods (the scale subresource's selector, used by an HPA)."
     )
     scaling: ScalingStatus | None = None
+    pod_failures: list[PodFailure] | None = Field(
+        None,
+        max_length=8,
+        description="Failed runs of the TrainJob's pods, one item per step and container, the first ones to fail "
+        "(kubetrain, beyond upstream).",
+    )
 
 
 class TrainJob(Model):

@@ -156,7 +156,7 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
             result.error(
                 "spec.mlPolicy",
                 f"Only one of the policy can be configured (found {', '.join(chosen)})",
-                "keep exactly one of torch, mpi, jax, xgboost",
+                "keep exactly one of torch, mpi, jax, xgboost, tensorflow",
             )
         if ml.flux is not None:
             result.error("spec.mlPolicy.flux", "the Flux policy is not supported by kubetrain", "use mpi or torch")

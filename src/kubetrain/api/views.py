@@ -41,6 +41,23 @@ class Event:
     """``Kind/name`` the event is about (``Pod/job-node-0-0-x``); empty where the backend has one object."""
 
 
+@dataclass(frozen=True)
+class FailureView:
+    """A failed run of a step that the cluster's operator recorded on the TrainJob (``status.podFailures``): it
+    outlives the pod."""
+
+    step: str
+    container: str
+    pod: str
+    exit_code: int | None = None
+    signal: str | None = None
+    reason: str = ""
+    message: str = ""
+    restarts: int = 0
+    failures: int = 1
+    time: str = ""
+
+
 @dataclass
 class TrainJobDetails:
     trainjob: TrainJob
@@ -52,6 +69,8 @@ class TrainJobDetails:
     """Last log lines of each failed step (``step -> lines``), for ``describe``."""
     progress_source: str | None = None
     """Where ``status.trainerStatus`` came from: ``report`` (the job), ``logs`` (derived locally), or None."""
+    failures: list[FailureView] = field(default_factory=list)
+    """Failed runs the operator recorded (cluster only), also those of pods that are gone."""
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,19 @@ def register(group: click.Group) -> None:
         default=None,
         help="Base URL pods reach the status endpoint at (default: https://<service>.<namespace>.svc:<port>).",
     )
+    @click.option(
+        "--pod-failures/--no-pod-failures",
+        default=True,
+        show_default=True,
+        help="Watch the TrainJobs' pods and record their failures on the TrainJob (status.podFailures, PodFailed "
+        "events, the Failed message); needs pods list/watch and pods/log get.",
+    )
+    @click.option(
+        "--failure-log-qps",
+        default=1.0,
+        show_default=True,
+        help="Log reads of failed pods per second (last lines), all TrainJobs together; 0: unlimited.",
+    )
     @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning"]))
     @click.option("--log-format", default="json", show_default=True, type=click.Choice(["json", "text"]))
     def operator(
@@ -68,6 +81,8 @@ def register(group: click.Group) -> None:
         status_port: int,
         status_cert_dir: str | None,
         status_url: str | None,
+        pod_failures: bool,
+        failure_log_qps: float,
         log_level: str,
         log_format: str,
     ) -> None:
@@ -104,6 +119,8 @@ def register(group: click.Group) -> None:
             status_port=None if status_port < 0 else status_port,
             status_cert_dir=status_cert_dir,
             status_url=status_url,
+            pod_failures=pod_failures,
+            failure_log_qps=failure_log_qps,
         )
         if identity:
             settings.identity = identity

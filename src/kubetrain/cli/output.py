@@ -157,11 +157,32 @@ def print_details(d: Any) -> None:
             ": ".join(p for p in (s.reason, s.message) if p),  # a PlainTable cell: shown as written
         )
     out.print(t if d.steps else "  (none started)")
+    failures = getattr(d, "failures", None) or []
+    if failures:
+        # Recorded by the cluster's operator as the pods failed: still here after the Job controller deleted them.
+        out.print("[bold]Failures:[/]")
+        t = table(["  STEP", "CONTAINER", "EXIT", "SIGNAL", "REASON", "RESTARTS", "FAILURES", "LAST", "POD"])
+        for f in failures:
+            t.add_row(
+                "  " + f.step,
+                f.container or "-",
+                "-" if f.exit_code is None else str(f.exit_code),
+                f.signal or "-",
+                ": ".join(p for p in (f.reason, f.message) if p) or "-",
+                str(f.restarts),
+                str(f.failures),
+                f.time or "-",
+                f.pod,
+            )
+        out.print(t)
     out.print("[bold]Conditions:[/]")
     conds = (tj.status.conditions if tj.status else None) or []
     t = table(["  TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"])
     for c in conds:
-        t.add_row("  " + c.type, c.status, c.reason or "", c.message or "", c.last_transition_time or "")
+        # A multi-line message (a Failed message with log lines) shows its first line; the lines follow below.
+        message = (c.message or "").split("\n")
+        shown = message[0] + (" ..." if len(message) > 1 else "")
+        t.add_row("  " + c.type, c.status, c.reason or "", shown, c.last_transition_time or "")
     out.print(t if conds else "  (none)")
     js = (tj.status.jobs_status if tj.status else None) or []
     if js:
@@ -180,6 +201,8 @@ def print_details(d: Any) -> None:
     out.print(t if d.events else "  (none)")
     for step, lines in (getattr(d, "failure_logs", None) or {}).items():
         exit_code = next((s.exit_code for s in d.steps if s.name == step), None)
+        if exit_code is None:  # the pod is gone: the operator's record still has it
+            exit_code = next((f.exit_code for f in failures if f.step == step and f.exit_code is not None), None)
         code = f", exit code {exit_code}" if exit_code is not None else ""
         out.print(f"[bold]Last log lines of {escape(step)}{code}:[/]")
         for line in lines or ["(empty)"]:
@@ -230,6 +253,25 @@ def details_dict(d: Any) -> dict[str, Any]:
             for e in d.events
         ],
         "failureLogs": dict(d.failure_logs),
+        "failures": [
+            {
+                k: v
+                for k, v in (
+                    ("step", f.step),
+                    ("container", f.container),
+                    ("pod", f.pod),
+                    ("exitCode", f.exit_code),
+                    ("signal", f.signal),
+                    ("reason", f.reason),
+                    ("message", f.message),
+                    ("restarts", f.restarts),
+                    ("failures", f.failures),
+                    ("lastFailureTime", f.time),
+                )
+                if v not in (None, "")
+            }
+            for f in getattr(d, "failures", None) or []
+        ],
         "progressSource": getattr(d, "progress_source", None),
         "details": {k: v for k, v in (d.extra or {}).items()},
     }

@@ -24,20 +24,21 @@ from kubetrain.compiler.plugins.mpi import MPI
 from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
 from kubetrain.compiler.plugins.simple import JAX, PlainML, XGBoost
 from kubetrain.compiler.plugins.snapshot import Snapshot
+from kubetrain.compiler.plugins.tensorflow import TensorFlow
 from kubetrain.compiler.plugins.torch import Torch, elastic_policy_of
 from kubetrain.compiler.plugins.trainer_status import StatusServer, TrainerStatus
 
 # One instance of each plugin; phase lists below fix the order within a phase.
-_TORCH, _MPI, _PLAIN, _JAX, _XGB = Torch(), MPI(), PlainML(), JAX(), XGBoost()
+_TORCH, _MPI, _PLAIN, _JAX, _XGB, _TF = Torch(), MPI(), PlainML(), JAX(), XGBoost(), TensorFlow()
 _COSCHED, _VOLCANO, _JOBSET, _SNAPSHOT = Coscheduling(), Volcano(), JobSet(), Snapshot()
 
-ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB)
+ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB, _TF)
 POD_GROUP_POLICY: tuple[PodGroupPolicyPlugin, ...] = (_COSCHED, _VOLCANO)
 PRE_BUILD: tuple[PreBuildPlugin, ...] = (_JOBSET,)
 # Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists; the
 # torch elastic autoscaler (an HPA targeting the TrainJob) last.
 BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET, _TORCH)
-VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _VOLCANO)
+VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _TF, _VOLCANO)
 
 
 def _check_supported(runtime: AnyRuntime) -> None:
@@ -48,7 +49,9 @@ def _check_supported(runtime: AnyRuntime) -> None:
         )
     if ml is not None and len(ml.frameworks()) > 1:
         raise CompileError(
-            "spec.mlPolicy", "Only one of the policy can be configured", "keep one of torch, mpi, jax, xgboost"
+            "spec.mlPolicy",
+            "Only one of the policy can be configured",
+            "keep one of torch, mpi, jax, xgboost, tensorflow",
         )
 
 

@@ -251,6 +251,9 @@ class CertManager:
     on_rotate: tuple[Callable[[], None], ...] = ()
     missing: list[tuple[str, str]] = field(default_factory=list)
     """Webhook configurations the last round did not find (so their caBundle is still unset)."""
+    trusted: bytes | None = None
+    """The CA that signed the serving certificate, once every webhook configuration's caBundle holds it (the
+    API server can then verify this replica); None before that. The server's readiness is gated on it."""
 
     async def reconcile(self) -> CertBundle:
         now = self.clock()
@@ -291,6 +294,7 @@ class CertManager:
             updated = with_ca_bundle(config, trusted)
             if updated is not None:
                 await self.client.update_webhook_configuration(updated)
+        self.trusted = None if self.missing else bundle.ca_cert
         if _files_differ(bundle, self.cert_dir):
             write_cert_dir(bundle, self.cert_dir)
             (Path(self.cert_dir) / MANAGED_MARKER).write_text("written by kubetrain.k8s.certs.CertManager\n")
@@ -302,11 +306,12 @@ class CertManager:
         self,
         stop: asyncio.Event,
         interval: dt.timedelta = dt.timedelta(minutes=5),
-        retry: dt.timedelta = dt.timedelta(seconds=30),
+        retry: dt.timedelta = dt.timedelta(seconds=5),
     ) -> None:
         """Reconcile every ``interval`` until ``stop`` is set. A failed round, or one that found a webhook
-        configuration missing, is retried after ``retry``. Frequent rounds are cheap (three GETs) and repair
-        a caBundle that a re-apply of the configurations wiped."""
+        configuration missing, is retried after ``retry`` (soon: until then the replica is not ready).
+        Frequent rounds are cheap (three GETs) and repair a caBundle that a re-apply of the configurations
+        wiped."""
         while not stop.is_set():
             try:
                 await self.reconcile()

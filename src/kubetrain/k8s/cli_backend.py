@@ -28,6 +28,7 @@ from kubetrain.k8s.cli_watch import jobset_name_of, key_of, watch_trainjobs
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import ConfigError, load
+from kubetrain.k8s.pod_failures import with_failures
 from kubetrain.k8s.steps import newest_per_step, step_name, step_view
 
 T = TypeVar("T")
@@ -212,14 +213,13 @@ class ClusterBackend:
             k = (j.namespace, j.name)
             jobset = jobsets.get(k)
             views = [step_view(p) for p in newest_per_step(pods.get(k, []))] if known else None
-            out.append(
-                trainjob_state(
-                    j,
-                    views,
-                    expected_trainer_pods=expected_trainer_pods(jobset),
-                    no_pods_reason="" if jobset is not None else "no JobSet yet",
-                )
+            state = trainjob_state(
+                j,
+                views,
+                expected_trainer_pods=expected_trainer_pods(jobset),
+                no_pods_reason="" if jobset is not None else "no JobSet yet",
             )
+            out.append(with_failures(state, j.to_wire().get("status")))
         return out
 
     def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
@@ -271,7 +271,8 @@ class ClusterBackend:
         sel = parse_selector(selector) if selector else None
 
         def state_of(tj: TrainJob, pods: list[dict[str, Any]]) -> StateView:
-            return trainjob_state(tj, [step_view(p) for p in newest_per_step(pods)])
+            state = trainjob_state(tj, [step_view(p) for p in newest_per_step(pods)])
+            return with_failures(state, tj.to_wire().get("status"))
 
         agen = watch_trainjobs(
             self.client, namespace, names=names, selector=sel, parse=self._trainjob, state_of=state_of

@@ -1,5 +1,6 @@
 """``kubetrain describe trainjob`` on a cluster: steps, state with its reason, the events of every object the
-TrainJob owns (TrainJob, JobSet, Jobs, PodGroup, pods) and the last log lines and exit code of failed steps."""
+TrainJob owns (TrainJob, JobSet, Jobs, PodGroup, pods), the last log lines and exit code of failed steps, and the
+failures the operator recorded (``status.podFailures``), which outlive the pods."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import StepView, TrainJobDetails
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.pod_failures import failure_views, recorded_logs, with_failures
 from kubetrain.k8s.steps import (
     events_for,
     jobset_reason,
@@ -75,7 +77,11 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
         if why:
             extra["PodGroup"] += f" ({why})"
     no_pods = (jobset_reason(jobset) if jobset else "no JobSet yet") or ""
-    state = trainjob_state(tj, views, expected_trainer_pods=expected_trainer_pods(jobset), no_pods_reason=no_pods)
+    status = tj.to_wire().get("status")
+    state = with_failures(
+        trainjob_state(tj, views, expected_trainer_pods=expected_trainer_pods(jobset), no_pods_reason=no_pods),
+        status,
+    )
     try:
         events, _ = await client.list(r.EVENT, namespace)
     except ApiError:
@@ -98,6 +104,12 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
             failure_logs[view.name] = ["(log gone with the pod)"]
         except ApiError as exc:
             failure_logs[view.name] = [f"(log not available: {exc.message or exc.reason})"]
+    # Steps whose pods are gone (the Job controller deletes them) keep the lines the operator read.
+    failed = tj.condition("Failed")
+    for step, lines in recorded_logs(status, failed.message if failed and failed.status == "True" else None).items():
+        live = failure_logs.get(step)
+        if live is None or (len(live) == 1 and live[0].startswith("(log ")):
+            failure_logs[step] = lines
     extra["Pods"] = ", ".join(sorted(p["metadata"]["name"] for p in raw_pods)) or "(none)"
     labels = {c.LABEL_JOBSET_NAME: name}
     extra["Pod selector"] = ",".join(f"{k}={v}" for k, v in labels.items())
@@ -108,4 +120,5 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
         extra=extra,
         state=state,
         failure_logs=failure_logs,
+        failures=failure_views(status),
     )

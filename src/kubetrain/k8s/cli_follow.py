@@ -32,6 +32,7 @@ from kubetrain.k8s.cli_watch import Mirror
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.log_stamps import Stamps
+from kubetrain.k8s.pod_failures import with_failures
 from kubetrain.k8s.steps import (
     container_names,
     container_started,
@@ -155,11 +156,14 @@ class Follower:
         if not pods or (self._jobset is None and time.monotonic() - self._reason_at > REASON_REFRESH):
             await self._refresh_reason(tj)
         views = [step_view(p) for p in pods]
-        state = trainjob_state(
-            tj,
-            views,
-            expected_trainer_pods=expected_trainer_pods(self._jobset),
-            no_pods_reason=self._no_pods_reason,
+        state = with_failures(
+            trainjob_state(
+                tj,
+                views,
+                expected_trainer_pods=expected_trainer_pods(self._jobset),
+                no_pods_reason=self._no_pods_reason,
+            ),
+            tj.to_wire().get("status"),
         )
         if self.opts.progress:
             for v in views:

@@ -161,8 +161,16 @@ def test_deployment_matches_manifests(default: list[dict[str, Any]]) -> None:
         "securityContext",
         "volumeMounts",
         "resources",
+        "lifecycle",
     ):
         assert got[key] == expected[key], key
+    pod, want = one(default, "Deployment")["spec"], dep["spec"]
+    for key in ("replicas", "strategy"):
+        assert pod[key] == want[key], key
+    for key in ("terminationGracePeriodSeconds", "topologySpreadConstraints"):
+        assert pod["template"]["spec"][key] == want["template"]["spec"][key], key
+    (pdb,) = load_docs((MANIFESTS / "operator" / "pdb.yaml").read_text())
+    assert one(default, "PodDisruptionBudget")["spec"] == pdb["spec"]
     assert got["image"] == f"ghcr.io/kubetrain/kubetrain:{kubetrain.__version__}"
     svc = one(default, "Service")
     pod_labels = one(default, "Deployment")["spec"]["template"]["metadata"]["labels"]
@@ -206,6 +214,41 @@ def test_operator_knobs_reach_the_deployment() -> None:
     assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "system"}
     for doc in docs:
         assert schema_errors(doc) == []
+
+
+def test_pod_failures_off_leaves_out_the_pod_watch_and_its_rbac() -> None:
+    docs = render({"operator": {"podFailures": False}})
+    args = container(docs)["args"]
+    assert "--no-pod-failures" in args and not [a for a in args if a.startswith("--failure-log-qps")]
+    rules = {(g, res): set(rule["verbs"]) for rule in one(docs, "ClusterRole", "kubetrain-operator")["rules"]
+             for g in rule["apiGroups"] for res in rule["resources"]}  # fmt: skip
+    assert rules[("", "pods")] == {"list"}  # still: an elastic job's failures, the status endpoint's pod check
+    assert ("", "pods/log") not in rules and ("batch", "jobs") not in rules
+    assert "--failure-log-qps=3" in container(render({"operator": {"failureLogQps": 3}}))["args"]
+
+
+def test_availability_settings_can_be_changed_or_turned_off() -> None:
+    docs = render(
+        {
+            "replicas": 3,
+            "podDisruptionBudget": {"maxUnavailable": 2},
+            "shutdownDelaySeconds": 10,
+            "terminationGracePeriodSeconds": 45,
+        }
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 2
+    assert pod["containers"][0]["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
+    assert pod["terminationGracePeriodSeconds"] == 45
+    off = render({"podDisruptionBudget": {"enabled": False}, "topologySpread": {"enabled": False},
+                  "shutdownDelaySeconds": 0})  # fmt: skip
+    assert not [d for d in off if d["kind"] == "PodDisruptionBudget"]
+    pod = one(off, "Deployment")["spec"]["template"]["spec"]
+    assert "topologySpreadConstraints" not in pod and "lifecycle" not in pod["containers"][0]
+    for doc in [*docs, *off]:
+        assert schema_errors(doc) == []
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError):
+        chart.validate_schema({"podDisruptionBudget": {"minAvailable": 1}})
 
 
 def test_runtimes_off_and_validation_label_off() -> None:
@@ -283,3 +326,8 @@ def test_other_namespace_is_used_everywhere_and_the_sdk_hint_shows() -> None:
         assert hook["clientConfig"]["service"]["namespace"] == "ml-platform"
     assert "KUBEFLOW_SYSTEM_NAMESPACE=ml-platform" in notes(namespace="ml-platform")
     assert "KUBEFLOW_SYSTEM_NAMESPACE" not in notes()
+
+
+def test_notes_warn_that_one_replica_refuses_creates_while_it_restarts() -> None:
+    assert "Warning: replicas=1" in notes({"replicas": 1})
+    assert "Warning" not in notes()

@@ -133,6 +133,7 @@ def test_build_contents(built: list[dict[str, Any]]) -> None:
         "Deployment",
         "MutatingWebhookConfiguration",
         "Namespace",
+        "PodDisruptionBudget",
         "Role",
         "RoleBinding",
         "Service",
@@ -184,6 +185,39 @@ def test_service_reaches_the_operator_pods(built: list[dict[str, Any]]) -> None:
     # The certificate directory must be writable under a read-only root filesystem.
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert any(names.DEFAULT_CERT_DIR.startswith(m["mountPath"] + "/") for m in container["volumeMounts"])
+
+
+def test_admission_stays_up_through_restarts_upgrades_and_drains(built: list[dict[str, Any]]) -> None:
+    """docs/webhook.md#availability: the webhooks fail closed, so the install must never leave them without a
+    Ready endpoint: two replicas, a surge-first rolling update, a PDB, preferred spread, readiness on /readyz,
+    and a pod that keeps serving until its endpoint is gone."""
+    from kubetrain.k8s.operator.settings import OperatorSettings
+
+    (dep,) = by_kind(built, "Deployment")
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["replicas"] >= 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    (pdb,) = by_kind(built, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert 1 <= pdb["spec"]["maxUnavailable"] < spec["replicas"]
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"  # a crash-looping pod never blocks a drain
+    spread = pod["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    for c in spread:
+        # Preferred only: a one-node cluster must still schedule every replica.
+        assert c["whenUnsatisfiable"] == "ScheduleAnyway"
+        assert c["labelSelector"]["matchLabels"].items() <= labels.items()
+        assert c["matchLabelKeys"] == ["pod-template-hash"]  # count only the current ReplicaSet's pods
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in str(pod.get("affinity", {}))
+    (container,) = pod["containers"]
+    probe = container["readinessProbe"]
+    assert probe["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert probe["periodSeconds"] <= 2 and probe["timeoutSeconds"] >= 2
+    delay = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert delay >= 3
+    assert pod["terminationGracePeriodSeconds"] >= delay + OperatorSettings().shutdown_grace
 
 
 def test_webhooks_point_at_the_service_on_upstream_paths(built: list[dict[str, Any]]) -> None:
@@ -244,8 +278,11 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
         ("jobset.x-k8s.io", "jobsets"): read | {"create", "update", "patch", "delete"},
         ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "patch"},
-        # Pods: an elastic job's trainer pod failures, and the status endpoint's reporting pod.
-        ("", "pods"): {"list"},
+        # Pods: an elastic job's trainer pod failures, the status endpoint's reporting pod, and the pod watch
+        # that records failed runs on their TrainJob with their last log lines; the failed Job's reason.
+        ("", "pods"): {"list", "watch"},
+        ("", "pods/log"): {"get"},
+        ("batch", "jobs"): {"list"},
         ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "patch"},
         ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "patch"},
         ("", "configmaps"): read | {"create", "patch"},

@@ -259,6 +259,7 @@ def test_missing_configuration_is_retried_soon_and_then_injected(tmp_path: Any) 
         )
         await asyncio.sleep(0.05)
         assert len(mgr.missing) == 2
+        assert mgr.trusted is None  # the API server could not verify a replica yet: it must not be Ready
         client.configs.update(later)
         for _ in range(200):
             await asyncio.sleep(0.01)
@@ -270,3 +271,4 @@ def test_missing_configuration_is_retried_soon_and_then_injected(tmp_path: Any) 
     asyncio.run(scenario())
     assert mgr.missing == []
     assert len(trusted_cas(client)) == 1
+    assert mgr.trusted is not None and mgr.trusted in trusted_cas(client)

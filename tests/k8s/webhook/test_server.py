@@ -82,6 +82,82 @@ def test_health_and_readiness(served: Served) -> None:
     assert _get(served, "/readyz") == (200, b"ok\n")
 
 
+def test_ready_only_when_a_client_trusting_the_configured_ca_gets_an_answer(served: Served) -> None:
+    """Readiness is the API server's view: the server self-checks over TLS with the CA the configurations trust,
+    for the Service name; a CA that does not match (a caBundle not yet injected, a wrong certificate) is not
+    ready, and neither is a server that is stopping."""
+    server = served.server
+    assert server.ready()
+    other = generate_bundle(SERVICE, NAMESPACE, dt.datetime.now(dt.UTC)).ca_cert
+    keep, keep_name = server.trust, server.server_name
+    try:
+        server.trust = lambda: other
+        assert served.run(server.self_check()) is False and not server.ready()
+        server.trust, server.server_name = (lambda: served.bundle.ca_cert), f"{SERVICE}.{NAMESPACE}.svc"
+        assert served.run(server.self_check()) is True and server.ready()
+        server.server_name = f"other.{NAMESPACE}.svc"  # the certificate does not name it
+        assert served.run(server.self_check()) is False
+    finally:
+        server.trust, server.server_name = keep, keep_name
+        served.run(server.self_check())
+    assert server.ready()
+
+
+def test_a_server_that_stops_is_not_ready(tmp_path: Path) -> None:
+    bundle = generate_bundle(SERVICE, NAMESPACE, dt.datetime.now(dt.UTC))
+    write_cert_dir(bundle, tmp_path)
+
+    async def lookup(kind: str, name: str, namespace: str | None) -> None:
+        return None
+
+    async def scenario() -> tuple[bool, bool]:
+        server = await start(lookup, cert_dir=tmp_path, host="127.0.0.1", port=0)
+        before = server.ready()
+        await server.stop()
+        return before, server.ready()
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_warm_up_runs_the_review_path_without_a_cluster() -> None:
+    from kubetrain.k8s.webhook.server import warm_up
+
+    class Adapter:
+        asked: list[str] = []
+
+        async def namespace_labels(self, name: str) -> dict[str, str]:
+            self.asked.append(name)
+            return {}
+
+    adapter = Adapter()
+    took = asyncio.run(warm_up(adapter, "kubeflow-system"))
+    assert took > 0 and adapter.asked == ["kubeflow-system"]  # the lookups' API connection is opened
+
+
+def test_every_answer_closes_its_connection(served: Served) -> None:
+    """No pooled connection may outlive a pod's endpoint (docs/webhook.md#availability)."""
+    conn = _Conn(served.server.port, served.client_ctx, f"{SERVICE}.{NAMESPACE}.svc")
+    try:
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        assert resp.getheader("Connection", "").lower() == "close"
+        resp.read()
+        assert resp.will_close
+    finally:
+        conn.close()
+    review = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "object": trainjob(), "namespace": "default",
+        "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+        "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}}})  # fmt: skip
+    conn = _Conn(served.server.port, served.client_ctx, f"{SERVICE}.{NAMESPACE}.svc")
+    try:
+        conn.request("POST", names.VALIDATE_TRAINJOB, body=review, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Connection", "").lower() == "close"
+    finally:
+        conn.close()
+
+
 def test_latencies_are_recorded_per_path(served: Served) -> None:
     served.review(names.VALIDATE_TRAINJOB, trainjob())
     lat = served.server.app[LATENCIES]

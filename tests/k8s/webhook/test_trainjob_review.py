@@ -214,3 +214,19 @@ def test_a_denial_lists_schema_errors_and_rule_errors_together(served: Served) -
     message = resp["status"]["message"]
     assert "spec.trainer.numNodes: input should be greater than or equal to 0, got -3" in message
     assert "metadata.name: metadata.name must match RFC 1035 DNS label format, got 'Job_1'" in message
+
+
+def test_tensorflow_trainjob_is_judged_by_the_same_rules(served: Served) -> None:
+    # kubetrain's own TensorFlow policy goes through the one validation path, as every other policy does.
+    served.cluster.runtimes[("ClusterTrainingRuntime", "tensorflow-distributed", None)] = builtin_runtime(
+        "tensorflow-distributed"
+    )
+    ok = trainjob(runtime="tensorflow-distributed", trainer={"numNodes": 2, "command": ["python", "train.py"]})
+    assert served.review(V, ok)["allowed"] is True
+    bad = trainjob(runtime="tensorflow-distributed",
+                   trainer={"numNodes": 2, "env": [{"name": "TF_CONFIG", "value": "{}"}]})
+    resp = served.review(V, bad)
+    assert resp["allowed"] is False
+    assert resp["status"]["message"].startswith(
+        "spec.trainer.env[0]: TF_CONFIG is reserved for the TensorFlow runtime (fix: remove it"
+    )

@@ -108,18 +108,51 @@ def test_desired_stays_within_bounds(current: int, proposals: list[int | None], 
         assert lo <= got <= lo + span
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` and its children so far, from /proc (what the sampler reads, independently)."""
+    total = 0.0
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return total
+
+
 def test_sampler_measures_a_busy_process_tree() -> None:
-    # A parent that only waits and a child that spins: the pod's usage is the tree's.
+    # A parent that only waits and a child that spins: the pod's usage is the tree's. On a busy machine the
+    # spinner gets what the scheduler gives it, so the test waits for CPU to be used, not for a clock.
     code = "import subprocess,sys; subprocess.run([sys.executable,'-c','while True: pass'])"
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(600)"],
+                            start_new_session=True, stdout=subprocess.PIPE)
     try:
+        assert idle.stdout is not None and idle.stdout.readline() == b"ready\n"  # past its start-up
+        deadline = time.monotonic() + 60
+        while _tree_cpu_seconds(proc.pid) < 0.1:  # the child exists and spins
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         sampler = Sampler()
-        assert sampler.sample({"p": [proc.pid]}, time.monotonic()) == {}  # the first sample has no interval
-        time.sleep(1.5)
-        usage = sampler.sample({"p": [proc.pid]}, time.monotonic())["p"]
-        assert usage.cpu > 0.2  # a spinning process on a shared machine: well above idle
-        assert usage.memory > 1_000_000
+        trees = {"busy": [proc.pid], "idle": [idle.pid]}
+        assert sampler.sample(trees, time.monotonic()) == {}  # the first sample has no interval
+        start = _tree_cpu_seconds(proc.pid)
+        while _tree_cpu_seconds(proc.pid) < start + 0.5:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        usage = sampler.sample(trees, time.monotonic())
+        assert usage["busy"].cpu > 0.0 and usage["busy"].cpu > 10 * usage["idle"].cpu, usage
+        assert usage["busy"].memory > 1_000_000
         assert sampler.sample({"gone": [2**22 + 7]}, time.monotonic()) == {}
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        idle.kill()
+        idle.communicate()

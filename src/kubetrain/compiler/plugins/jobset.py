@@ -35,11 +35,8 @@ class JobSet:
     name = "JobSet"
 
     def pre_build(self, info: Info) -> None:
-        subdomain = (info.jobset_spec.get("network") or {}).get("subdomain") or info.name
         for ps in info.pod_sets:
-            ps.endpoints = [
-                f"{info.name}-{ps.name}-{r}-{p}.{subdomain}" for r in range(ps.replicas) for p in range(ps.count)
-            ]
+            ps.endpoints = info.pod_hostnames(ps)
             job = ps.replicated_job.setdefault("template", {}).setdefault("spec", {})
             job["parallelism"] = ps.count
             job["completions"] = ps.count

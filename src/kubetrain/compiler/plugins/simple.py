@@ -17,13 +17,14 @@ def _set_count(info: Info) -> None:
 
 
 class PlainML:
-    """Runtimes with no ML policy (and xgboost, as upstream): numNodes and the TrainJob env only."""
+    """Runtimes with no ML policy (and xgboost, as upstream): numNodes and the TrainJob env only. The TensorFlow
+    policy (kubetrain's own) sets its node count itself, as JAX does."""
 
     name = "PlainML"
 
     def enforce_ml_policy(self, info: Info) -> None:
         ml = info.ml_policy
-        if ml is not None and (ml.torch or ml.mpi or ml.jax):
+        if ml is not None and (ml.torch or ml.mpi or ml.jax or ml.tensorflow):
             return
         _set_count(info)
         tj = info.trainjob.spec.trainer

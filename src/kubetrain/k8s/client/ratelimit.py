@@ -36,6 +36,19 @@ class TokenBucket:
             return 0.0
         return -self._tokens / self.qps
 
+    def try_reserve(self, max_wait: float) -> float | None:
+        """Take one token if it is free within ``max_wait`` seconds; returns the wait, or ``None`` (and takes
+        nothing) when the caller would have to wait longer."""
+        if self.qps <= 0:
+            return 0.0
+        now = self._now()
+        tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        wait = 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.qps
+        if wait > max_wait:
+            return None
+        self._tokens, self._last = tokens - 1.0, now
+        return wait
+
     async def acquire(self) -> None:
         delay = self.reserve()
         if delay > 0:

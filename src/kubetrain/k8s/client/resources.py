@@ -46,6 +46,7 @@ CONFIGMAP = Resource("", "v1", "configmaps", "ConfigMap")
 SECRET = Resource("", "v1", "secrets", "Secret")
 PERSISTENT_VOLUME_CLAIM = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 POD = Resource("", "v1", "pods", "Pod")
+JOB = Resource("batch", "v1", "jobs", "Job")
 EVENT = Resource("", "v1", "events", "Event")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
@@ -64,6 +65,7 @@ KNOWN: tuple[Resource, ...] = (
     SECRET,
     PERSISTENT_VOLUME_CLAIM,
     POD,
+    JOB,
     EVENT,
     NAMESPACE,
     LEASE,

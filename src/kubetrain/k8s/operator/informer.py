@@ -67,10 +67,12 @@ class Informer:
         transform: Transform = strip_managed_fields,
         watch_timeout: int = 300,
         missing_retry: float = 60.0,
+        label_selector: str | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
         self.namespace = namespace
+        self.label_selector = label_selector
         self.transform = self._compacting(transform)
         self.watch_timeout = watch_timeout
         self.missing_retry = missing_retry
@@ -118,7 +120,9 @@ class Informer:
         """
         first = self.relists == 0
         # Transformed page by page: a relist of 10,000 JobSets must not hold them all in full at once.
-        items, rv = await self.client.list(self.resource, self.namespace, transform=self.transform)
+        items, rv = await self.client.list(
+            self.resource, self.namespace, label_selector=self.label_selector, transform=self.transform
+        )
         fresh: dict[Key, dict[str, Any]] = {obj_key(kept): kept for kept in items}
         old = self.store
         gone = [old[k] for k in old.keys() - fresh.keys()]
@@ -164,6 +168,7 @@ class Informer:
                     self.namespace,
                     resource_version=self.resource_version,
                     timeout_seconds=self.watch_timeout,
+                    label_selector=self.label_selector,
                 ):
                     rv = event.resource_version
                     if rv:

@@ -23,6 +23,7 @@ from kubetrain.api import constants as c
 from kubetrain.compiler import KeyGen, StatusServer, ecdsa_keygen
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.operator.failures import FailureRecorder
 from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
 from kubetrain.k8s.operator.leader import LeaderElector
@@ -151,6 +152,30 @@ class Operator:
             client, self.caches, self.metrics, keygen=keygen, clock=clock, status_server=self.status_options
         )
         self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
+        self.pods: Informer | None = None
+        self.failures: FailureRecorder | None = None
+        """The pods' failures recorded on their TrainJobs (``failures``), when ``settings.pod_failures``."""
+        if s.pod_failures:
+            self.failures = FailureRecorder(
+                client,
+                self.trainjobs,
+                owned[(c.JOBSET_API_VERSION, "JobSet")],
+                self.reconciler.events,
+                s,
+                changed=lambda key: self.queue.add(key, HIGH),
+            )
+            self.reconciler.failures = self.failures
+            self.metrics.count_pod_failures(self.failures.counts)
+            # Last: pods are matched against the cached TrainJobs and JobSets. The transform keeps no pod.
+            self.pods = Informer(
+                client,
+                r.POD,
+                namespace=ns,
+                transform=self.failures.observe,
+                watch_timeout=wt,
+                label_selector=c.LABEL_JOBSET_NAME,
+            )
+            self.informers.append(self.pods)
         self.elector: LeaderElector | None = None
         self._lease_client: Client | None = None
         if s.leader_election:
@@ -167,6 +192,8 @@ class Operator:
         self.health: HealthServer | None = None
         self.started = asyncio.Event()
         """Set once caches are synced and workers run (tests and the bench wait on it)."""
+        self.stopping = False
+        """Shutdown began (SIGTERM): not ready any more, while the webhook keeps answering until it stops."""
         self._webhook_stop: Callable[[], Awaitable[None]] | None = None
         self._webhook_client: Client | None = None
         self.webhook: Any = None
@@ -202,6 +229,8 @@ class Operator:
         if type_ == "DELETED":
             self.reconciler.first_seen.pop(key, None)
             self.metrics.progress.forget(key)
+            if self.failures is not None:
+                self.failures.forget(key)
             return
         self.metrics.progress.update(key, (obj.get("status") or {}).get("trainerStatus"))
         self.queue.add(key, LOW if initial else HIGH)
@@ -290,9 +319,17 @@ class Operator:
     # -- lifecycle ---------------------------------------------------------------------------------------
     def ready(self) -> bool:
         # A standby replica is ready (it serves the webhook); the leader once its caches are synced. Neither is
-        # ready before the webhook listens, when one is configured (upstream's readyz does the same).
-        if self.settings.webhook_port is not None and self.webhook is None:
+        # ready before the API server can call its webhook, when one is configured: listening, with a
+        # certificate the webhook configurations trust (the server's own end-to-end check), and not stopping.
+        # A Service routes admission only to ready pods, and admission fails closed.
+        if self.stopping:
             return False
+        if self.settings.webhook_port is not None:
+            if self.webhook is None:
+                return False
+            webhook_ready = getattr(self.webhook, "ready", None)
+            if callable(webhook_ready) and not webhook_ready():
+                return False
         if self.settings.status_port is not None and self.status_endpoint is None:
             return False
         return (self.elector is not None and not self.elector.is_leader) or self.started.is_set()
@@ -367,6 +404,8 @@ class Operator:
                 informer_tasks.append(asyncio.create_task(inf.run()))
                 await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
+            if self.failures is not None:
+                self._spawn(self.failures.run())
             if s.resync_period > 0:
                 self._spawn(self._resync())
             self.started.set()
@@ -375,6 +414,7 @@ class Operator:
             if self.elector is not None:
                 waits.append(asyncio.ensure_future(self.elector.lost.wait()))
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            self.stopping = True
             for w in waits:
                 w.cancel()
             if self.elector is not None and self.elector.lost.is_set():

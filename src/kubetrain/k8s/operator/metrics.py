@@ -29,6 +29,32 @@ class _WritesCollector:
         yield family
 
 
+class _PodFailuresCollector:
+    """The pod watch's counters (``failures.FailureRecorder``), read at scrape time."""
+
+    def __init__(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.source()
+        yield CounterMetricFamily(
+            "kubetrain_pod_failures", "Failed pod runs recorded on their TrainJobs.", value=counts.get("recorded", 0)
+        )
+        reads = CounterMetricFamily(
+            "kubetrain_pod_failure_log_reads",
+            "Log reads of failed pods: read, or skipped by the rate limit.",
+            labels=["result"],
+        )
+        reads.add_metric(["read"], counts.get("log_reads", 0))
+        reads.add_metric(["skipped"], counts.get("log_reads_skipped", 0))
+        yield reads
+        yield CounterMetricFamily(
+            "kubetrain_pod_failure_reports_dropped",
+            "Failures recorded without log lines or event because too many waited.",
+            value=counts.get("reports_dropped", 0),
+        )
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -76,3 +102,6 @@ class Metrics:
     def count_writes(self, source: Callable[[], Mapping[str, int]]) -> None:
         """Export the session's write counts (a restart over finished TrainJobs must show none)."""
         self.registry.register(_WritesCollector(source))
+
+    def count_pod_failures(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self.registry.register(_PodFailuresCollector(source))

@@ -22,13 +22,18 @@ from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, TRAINJOB, for_object
 from kubetrain.k8s.operator import status as st
 from kubetrain.k8s.operator.events import EventRecorder
+from kubetrain.k8s.operator.failures import FailureRecorder, Record
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.metrics import Metrics
 from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
 from kubetrain.k8s.operator.scaling import JobSetScaler, RequeueNow, scaling_status, with_budget
+from kubetrain.k8s.pod_failures import failed_message
 
 log = logging.getLogger("kubetrain.operator.reconciler")
 Key = tuple[str, str]
+MAX_FAILED_MESSAGE = 4096
+"""Bound of the composed ``Failed`` message (metav1.Condition allows 32768): summary, Job and JobSet messages
+and at most ``pod_failures.LOG_BYTES`` of log lines."""
 
 
 def utcnow() -> dt.datetime:
@@ -94,6 +99,8 @@ class TrainJobReconciler:
         )
         self.first_seen: dict[Key, float] = {}
         """Monotonic time a watch event first showed a TrainJob: where the JobSet latency metric starts."""
+        self.failures: FailureRecorder | None = None
+        """The pods' failures (``failures.FailureRecorder``), when the operator watches pods."""
 
     async def reconcile(self, key: Key) -> float | None:
         """Returns seconds after which to reconcile again (the deadline timer), or None."""
@@ -127,7 +134,21 @@ class TrainJobReconciler:
         if elastic_job and jobset is not None and not (jobset.get("metadata") or {}).get("deletionTimestamp"):
             count, selector = elastic.node_count(jobset), elastic.pod_selector(jobset)
             nodes = (count, selector) if count is not None and selector is not None else None
-        update = st.compute(tj, jobset, now, resources_error=resources_error, nodes=nodes)
+        rec, entries, version, failed_message = None, None, 0, None
+        if self.failures is not None:
+            rec = self.failures.record(key, tj)
+            if rec is not None:
+                entries, version = rec.entries, rec.version
+            failed_message = await self._failed_message(key, tj, jobset, rec)
+        update = st.compute(
+            tj,
+            jobset,
+            now,
+            resources_error=resources_error,
+            nodes=nodes,
+            pod_failures=entries,
+            failed_message=failed_message,
+        )
         if unsupported is not None:
             conds = update.status.setdefault("conditions", [])
             st.set_condition(conds, c.COND_FAILED, "True", c.REASON_RUNTIME_NOT_SUPPORTED, unsupported, now)
@@ -136,11 +157,34 @@ class TrainJobReconciler:
             await self._delete_jobset(namespace, name)
         if update.changed:
             await self._write_status(tj, update.status)
+        if self.failures is not None:
+            finished = st.finished(update.status.get("conditions") or [])
+            self.failures.written(key, rec, version, finished=finished)
         if resources_error is not None:
             note = f"TrainJob resources reconciliation failed: {resources_error[1]}"
             await self.events.warn(tj, st.EVENT_REASON_RESOURCES_FAILED, note)
             raise ReconcileError(note)
         return update.deadline.requeue_after
+
+    async def _failed_message(
+        self, key: Key, tj: dict[str, Any], jobset: dict[str, Any] | None, rec: Record | None
+    ) -> str | None:
+        """The ``Failed`` message naming the pod failure behind a failed JobSet (beyond upstream), composed when
+        the TrainJob fails and again while its record changes; None keeps the message it has."""
+        failed = st.jobset_failed(jobset)
+        if failed is None or self.failures is None:
+            return None
+        existing = st.find((tj.get("status") or {}).get("conditions") or [], c.COND_FAILED)
+        already = existing is not None and existing.get("status") == "True"
+        if already and (rec is None or not rec.dirty):
+            return None
+        jobset_message = str(failed.get("message") or "")
+        job = await self.failures.job_failure(key, rec, jobset_message)
+        previous = str(existing.get("message") or "") if already and existing is not None else None
+        message = failed_message(
+            jobset_message, rec.entries if rec else [], key[1], job, previous_message=previous
+        )
+        return message if len(message) <= MAX_FAILED_MESSAGE else message[: MAX_FAILED_MESSAGE - 4] + " ..."
 
     async def _reconcile_objects(self, tj: dict[str, Any]) -> bool:
         """Returns whether the TrainJob is elastic (its runtime has a torch elasticPolicy)."""

@@ -95,3 +95,20 @@ class OperatorSettings:
     status_rate: float = 5.0
     """Reports per second accepted per token subject (service account), upstream's key."""
     status_rate_burst: int = 20
+    pod_failures: bool = True
+    """Watch the TrainJobs' pods and record their failures on the TrainJob (``status.podFailures``, ``PodFailed``
+    events, the ``Failed`` message); needs pods list/watch and pods/log get."""
+    failure_log_qps: float = 1.0
+    """Log reads of failed pods per second, all TrainJobs together (each read is at most ``LOG_LINES`` lines)."""
+    failure_log_burst: int = 10
+    """Log reads allowed at once: a 10-node job whose nodes fail together gets every node's lines."""
+    failure_log_wait: float = 5.0
+    """Longest a log read waits for the rate limit; beyond that it is skipped (the pod may be gone by then, and
+    the record keeps the failure without lines)."""
+    failure_event_burst: int = 5
+    """``PodFailed`` events one TrainJob may get at once ..."""
+    failure_event_interval: float = 30.0
+    """... then one per this many seconds; the next event counts the ones left out."""
+    failure_reports: int = 256
+    """Failures waiting for their log read and event, all TrainJobs together; beyond that a failure is recorded
+    without lines or event."""

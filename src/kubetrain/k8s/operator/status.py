@@ -85,22 +85,44 @@ _JOBSET_TERMINAL = {"Completed": c.COND_COMPLETE, "Failed": c.COND_FAILED}
 _COUNTS = ("ready", "succeeded", "failed", "active", "suspended")
 
 
+def jobset_failed(jobset: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JobSet's ``Failed`` condition when it is True."""
+    for js_cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
+        if js_cond.get("type") == "Failed" and js_cond.get("status") == "True":
+            return dict(js_cond)
+    return None
+
+
 def apply_jobset(
-    status: dict[str, Any], conditions: list[dict[str, Any]], jobset: dict[str, Any], now: dt.datetime
+    status: dict[str, Any],
+    conditions: list[dict[str, Any]],
+    jobset: dict[str, Any],
+    now: dt.datetime,
+    failed_message: str | None = None,
 ) -> None:
-    """Copy JobSet Completed/Failed (True only) as Complete/Failed and replicatedJobsStatus as jobsStatus."""
+    """Copy JobSet Completed/Failed (True only) as Complete/Failed and replicatedJobsStatus as jobsStatus.
+
+    ``failed_message`` (beyond upstream) replaces JobSet's message on ``Failed``: the pod failure behind it
+    (``pod_failures.failed_message``). Without one, a ``Failed`` already on the TrainJob keeps its message."""
     js_status = jobset.get("status") or {}
     for js_cond in js_status.get("conditions") or []:
         ours = _JOBSET_TERMINAL.get(js_cond.get("type", ""))
         if ours is None or js_cond.get("status") != "True":
             continue
+        message = js_cond.get("message") or ""
+        if ours == c.COND_FAILED:
+            existing = find(conditions, c.COND_FAILED)
+            if failed_message is not None:
+                message = failed_message
+            elif existing is not None and existing.get("status") == "True" and existing.get("message"):
+                message = existing["message"]
         set_condition(
             conditions,
             ours,
             "True",
             # metav1.Condition requires a non-empty reason; JobSet always sets one, but never send an invalid status.
             js_cond.get("reason") or js_cond.get("type", ""),
-            js_cond.get("message") or "",
+            message,
             now,
             transition_time=js_cond.get("lastTransitionTime"),
             observed_generation=js_cond.get("observedGeneration"),
@@ -147,10 +169,13 @@ def compute(
     *,
     resources_error: tuple[str, str] | None = None,
     nodes: tuple[int, str] | None = None,
+    pod_failures: list[dict[str, Any]] | None = None,
+    failed_message: str | None = None,
 ) -> StatusUpdate:
     """The TrainJob's next status. ``resources_error`` is ``(reason, message)`` of a failed build/apply;
     ``nodes``: an elastic TrainJob's running trainer node count and their pods' selector (the scale subresource's
-    status side)."""
+    status side); ``pod_failures``: the operator's record of failed pods (``status.podFailures``, beyond
+    upstream), ``None`` to leave the field as it is; ``failed_message``: the ``Failed`` message naming them."""
     old = trainjob.get("status") or {}
     status = copy.deepcopy(old)
     conditions: list[dict[str, Any]] = status.get("conditions") or []
@@ -158,7 +183,7 @@ def compute(
     keep_deadline = deadline_failed is not None and deadline_failed.get("reason") == c.REASON_DEADLINE
     apply_suspended(conditions, bool((trainjob.get("spec") or {}).get("suspend")), now)
     if jobset is not None:
-        apply_jobset(status, conditions, jobset, now)
+        apply_jobset(status, conditions, jobset, now, failed_message)
     if keep_deadline and deadline_failed is not None:
         # A DeadlineExceeded failure survives later status syncs (§8.2).
         set_condition(conditions, c.COND_FAILED, "True", c.REASON_DEADLINE, c.MSG_DEADLINE, now)
@@ -172,6 +197,14 @@ def compute(
     if nodes is not None:
         status["numNodes"], status["selector"] = nodes
     deadline = check_deadline(trainjob, conditions, now)
+    if pod_failures is not None:
+        status["podFailures"] = copy.deepcopy(pod_failures)
+    if finished(conditions) and isinstance(status.get("podFailures"), list):
+        # A finished TrainJob keeps its log lines in the Failed message only: the informer caches every
+        # TrainJob, and thousands of finished ones must not each carry several steps' lines.
+        status["podFailures"] = [
+            {k: v for k, v in e.items() if k != "logTail"} if isinstance(e, dict) else e for e in status["podFailures"]
+        ]
     if conditions:
         status["conditions"] = conditions
     else:

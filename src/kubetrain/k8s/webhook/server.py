@@ -143,7 +143,7 @@ def make_app(
     of its scale subresource (without it, scaling is admitted unchecked).
     """
     lat = latencies or Latencies()
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_one_request_per_connection])
     app[LATENCIES] = lat
     app[READY] = asyncio.Event()
 
@@ -173,6 +173,20 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
+
+
+@web.middleware
+async def _one_request_per_connection(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answer with ``Connection: close``. The API server pools keep-alive connections by the Service's name, not
+    by pod, so it keeps sending reviews over connections to a pod whose endpoint is already gone; when that pod
+    stops, a review written at the moment it closes such a connection fails (EOF), and the API server refuses
+    the create (it does not resend a POST). A new connection per review is dialled to a Ready endpoint each time
+    and leaves no idle connection to race with. The price, a TLS handshake per review, is in bench/webhook.py."""
+    response = await handler(request)
+    response.force_close()
+    return response
 
 
 def _self_signed(cert_dir: Path) -> bool:
@@ -209,17 +223,82 @@ class WebhookServer:
     cert_file: Path
     key_file: Path
     port: int
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    trust: Callable[[], bytes | None] = lambda: None
+    """The CA the API server is configured to trust for this server (self-signed mode: the CertManager's, once
+    both webhook configurations carry it), or None when that is not ours to know (certificates from elsewhere)."""
+    server_name: str | None = None
+    """The DNS name the API server verifies (``<service>.<namespace>.svc``); None: the certificate's names are
+    someone else's choice (e.g. 127.0.0.1 in the e2e set-up) and only the chain is checked."""
+    serving: bool = False
+    """The last self-check passed: a TLS client trusting :attr:`trust` got an answer from this server."""
+    probe_host: str = "127.0.0.1"
+    """Where the self-check connects (the bound address; loopback when bound to every address)."""
 
     @property
     def app(self) -> web.Application:
         return self.runner.app
 
+    def ready(self) -> bool:
+        """Whether the API server can call this server now: listening, not stopping, serving a certificate the
+        webhook configurations trust (checked end to end by :meth:`self_check`)."""
+        return self.serving and not self.stopping.is_set()
+
     def reload_certs(self) -> None:
         """Serve the current files from now on; connections already open keep their session."""
         self.ssl_context.load_cert_chain(str(self.cert_file), str(self.key_file))
         log.info("webhook serving certificate reloaded")
+        with contextlib.suppress(RuntimeError):  # no running loop: the next self-check round covers it
+            task = asyncio.get_running_loop().create_task(self.self_check())
+            self.tasks.append(task)
+            task.add_done_callback(lambda t: self.tasks.remove(t) if t in self.tasks else None)
+
+    async def self_check(self, timeout: float = 5.0) -> bool:
+        """Call this server the way the API server will (TLS verified against the CA the configurations trust,
+        for the Service's DNS name) and set :attr:`serving` from the answer of its ``/readyz``."""
+        ok = False
+        try:
+            ok = await asyncio.wait_for(self._probe(), timeout)
+        except (OSError, ssl.SSLError, TimeoutError, ValueError) as exc:
+            log.warning("webhook self-check failed: %s", exc)
+        if ok != self.serving:
+            log.info("webhook %s", "ready: the API server can call it" if ok else "not ready")
+        self.serving = ok
+        return ok
+
+    async def _probe(self) -> bool:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ca = self.trust()
+        if ca is not None:
+            ctx.load_verify_locations(cadata=ca.decode())
+            ctx.check_hostname = self.server_name is not None
+        else:
+            # Not ours to verify (the issuer's CA may be anywhere): the handshake and the answer still show
+            # the server serves its certificate.
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        reader, writer = await asyncio.open_connection(
+            self.probe_host, self.port, ssl=ctx, server_hostname=self.server_name or "localhost"
+        )
+        try:
+            writer.write(b"GET /readyz HTTP/1.1\r\nHost: webhook\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            status = await reader.readline()
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+        return status.split(b" ")[1:2] == [b"200"]
+
+    async def keep_checking(self, interval: float = 30.0) -> None:
+        """Re-run the self-check: quickly until it first passes, then every ``interval`` (a caBundle someone
+        wiped, a certificate that stopped loading)."""
+        while not self.stopping.is_set():
+            await self.self_check()
+            delay = interval if self.serving else 0.5
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), timeout=delay)
 
     async def watch_certs(self, interval: float = 10.0) -> None:
         """Reload when the files change (cert-manager or a kubelet-refreshed Secret volume)."""
@@ -241,6 +320,7 @@ class WebhookServer:
 
     async def stop(self) -> None:
         self.stopping.set()
+        self.serving = False
         self.app[READY].clear()
         for task in self.tasks:
             task.cancel()
@@ -270,6 +350,7 @@ async def start(
     secret_name: str | None = None,
     cert_watch_interval: float = 10.0,
     warning_events: WarningEvents | None = None,
+    warm: bool = True,
 ) -> WebhookServer:
     """Serve the webhooks over HTTPS with ``<cert_dir>/tls.crt`` and ``tls.key``. Returns once listening.
 
@@ -283,6 +364,10 @@ async def start(
     service account's namespace) and ``KUBETRAIN_WEBHOOK_SECRET``, then to ``names.DEFAULT_*``.
     Warnings longer than 120 characters are shortened; with a client (or ``warning_events``) their complete
     text is recorded as a Warning Event on the object.
+
+    Before returning it warms the review path (``warm``: see :func:`warm_up`) and checks itself the way the API
+    server will call it (:meth:`WebhookServer.self_check`); :meth:`WebhookServer.ready` says whether it may
+    take traffic, and is re-checked in the background.
     """
     adapter = None
     if client is not None:
@@ -336,10 +421,76 @@ async def start(
     if server_obj is not None and server_obj.sockets:
         bound = server_obj.sockets[0].getsockname()[1]
     server = WebhookServer(runner, site, ctx, cert_file, key_file, bound)
+    if host not in ("0.0.0.0", "", "::"):
+        server.probe_host = host
+    if manager is not None:
+        mgr = manager
+        server.trust = lambda: mgr.trusted
+        server.server_name = f"{mgr.service}.{mgr.namespace}.svc"
+    elif (cert_path / "ca.crt").exists():
+        ca_file = cert_path / "ca.crt"
+        server.trust = lambda: ca_file.read_bytes() if ca_file.exists() else None
     server.tasks.append(asyncio.create_task(server.watch_certs(cert_watch_interval)))
     if manager is not None:
         manager.on_rotate = (*manager.on_rotate, server.reload_certs)
         server.tasks.append(asyncio.create_task(manager.run(server.stopping)))
     app[READY].set()
     log.info("admission webhook listening on https://%s:%d", host, bound)
+    if warm:
+        await warm_up(adapter, namespace or operator_namespace_or_default())
+    await server.self_check()
+    server.tasks.append(asyncio.create_task(server.keep_checking()))
     return server
+
+
+def operator_namespace_or_default() -> str:
+    from kubetrain.k8s.webhook.wiring import operator_namespace
+
+    return operator_namespace(names.DEFAULT_NAMESPACE)
+
+
+async def warm_up(adapter: Any, namespace: str) -> float:
+    """Pay the first review's one-time costs before the first real one: a TrainJob of the built-in
+    ``torch-distributed`` runtime through the defaulter and the validator (imports, the compiler's plugins, the
+    Pod Security rules; in memory, nothing sent anywhere), and the API connection the lookups use (one GET of
+    the operator's namespace, which RBAC allows). Returns the seconds it took; never raises."""
+    started = time.perf_counter()
+    try:
+        from kubetrain.runtimes import builtin_runtime
+
+        runtime = builtin_runtime("torch-distributed")
+
+        async def lookup(kind: str, name: str, ns: str | None) -> Any:
+            return runtime
+
+        obj = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "warm-up", "namespace": namespace},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
+        }
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "warm-up",
+                "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+                "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
+                "operation": "CREATE",
+                "namespace": namespace,
+                "name": "warm-up",
+                "object": obj,
+                "dryRun": True,
+            },
+        }
+        req = Request.parse(json.loads(json.dumps(review)))
+        await default_trainjob_with_runtime(req, _utcnow, lookup)
+        answer = await review_trainjob(req, lookup)
+        _dumps(answer.to_review())
+        if adapter is not None:
+            await adapter.namespace_labels(namespace)
+    except Exception as exc:  # a warm-up is an optimisation: the real review reports real problems
+        log.info("webhook warm-up incomplete: %s", exc)
+    took = time.perf_counter() - started
+    log.info("webhook warm-up took %.2fs", took)
+    return took

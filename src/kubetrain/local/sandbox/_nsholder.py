@@ -42,6 +42,9 @@ BRIDGE = "kt0"
 GATEWAY, PREFIX, SUBNET = "10.250.0.1", 16, "10.250.0.0/16"
 OUTBOUND = "tap0"
 
+# Loaded once, before any thread exists: a keeper forked while a probe thread resolves a host name (NSS loads
+# libraries, holding the dynamic loader's lock) must never call dlopen itself, or it waits for that lock forever.
+_libc = ctypes.CDLL(None, use_errno=True)
 _keepers: dict[str, tuple[int, int]] = {}  # pod name -> (keeper pid, the pipe end whose closing ends it)
 _veths = 0
 
@@ -53,7 +56,7 @@ def _fail(message: str) -> None:
 
 
 def _setup() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     uid, gid = os.geteuid(), os.getegid()
     rootless = uid != 0
@@ -79,6 +82,13 @@ def _setup() -> None:
         nl.set_up(BRIDGE)
     except OSError as exc:
         _fail(f"setting up the TrainJob's network (loopback, bridge {BRIDGE}): {exc.strerror or exc}")
+    try:
+        # Forwarding even without outbound network: a pod's packet to an address outside the TrainJob then gets
+        # "network unreachable" at once, instead of vanishing and leaving its connect or DNS query to time out.
+        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
 
 
 def _pod(req: dict[str, object]) -> dict[str, object]:
@@ -92,16 +102,20 @@ def _pod(req: dict[str, object]) -> dict[str, object]:
     pid = os.fork()
     if pid == 0:  # the keeper: only syscalls from here on, then os._exit
         try:
-            os.close(up_r)
-            os.close(go_w)
+            # Only its two pipes: a keeper forked while another thread runs a program (nft) would otherwise hold
+            # that program's pipes open for ever, and with them the holder waiting for the program's end.
+            low, high = sorted((up_w, go_r))
+            os.closerange(3, low)
+            os.closerange(low + 1, high)
+            os.closerange(high + 1, 1 << 20)
             devnull = os.open("/dev/null", os.O_RDWR)
             for fd in (0, 1, 2):  # the holder's pipes to the supervisor are not the keeper's to hold open
                 os.dup2(devnull, fd)
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            os.close(devnull)
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() == 1:
                 os._exit(0)  # the holder died before the line above
-            if libc.unshare(CLONE_NEWNET) != 0:
+            if _libc.unshare(CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "unshare(network namespace)")
             nl.set_up("lo")
             os.write(up_w, b"n")
@@ -173,24 +187,29 @@ def _nat_answer() -> dict[str, object]:
 def _nat() -> dict[str, object]:
     """Forward the pods' traffic to the outbound interface, masqueraded as its address (slirp4netns NATs only
     what comes from its own subnet)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-            f.write("1")
-    except OSError as exc:
-        return {"ok": False, "error": f"enabling forwarding: {exc.strerror}"}
+    nft = _program("nft")
+    if nft is None:
+        return {"ok": False, "error": "nft (nftables) is not installed"}
     rules = (
         "table ip kubetrain {\n chain postrouting {\n  type nat hook postrouting priority 100; policy accept;\n"
         f'  ip saddr {SUBNET} oifname "{OUTBOUND}" masquerade\n }}\n}}\n'
     )
     try:
-        done = subprocess.run(["nft", "-f", "-"], input=rules.encode(), capture_output=True, timeout=10)
-    except FileNotFoundError:
-        return {"ok": False, "error": "nft (nftables) is not installed"}
+        done = subprocess.run([nft, "-f", "-"], input=rules.encode(), capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "error": f"nft: {exc}"}
     if done.returncode != 0:
         return {"ok": False, "error": f"nft: {done.stderr.decode(errors='replace').strip()}"}
     return {"ok": True}
+
+
+def _program(name: str) -> str | None:
+    """``name`` on PATH or in the sbin directories, which an ordinary user's PATH often lacks (Debian)."""
+    for d in [*os.get_exec_path(), "/usr/local/sbin", "/usr/sbin", "/sbin"]:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _keep_net_admin(libc: ctypes.CDLL) -> None:

@@ -194,6 +194,7 @@ class Container:
     program: str = ""  # the container's own command[0] (before any local wrapping), checked before the start
     security: sc.Security | None = None
     enter: list[str] = field(default_factory=list)  # the prefix entering the pod's network namespace
+    binds: list[Bind] = field(default_factory=list)  # kubetrain's own, besides the volumes
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
@@ -231,7 +232,10 @@ def prepare_container(
     restart_attempt: int,
     where: str,
     gpus: list[int] | None,
+    scratch: Path | None = None,
 ) -> Container:
+    """``scratch``: the pod's own directory on this machine (per restart attempt), for what a container keeps
+    in its private filesystem on a node but would share through the host's /tmp here (MPI's session files)."""
     security = sc.resolve(
         pod.spec,
         c,
@@ -252,6 +256,7 @@ def prepare_container(
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     argv = command_line(known_images.with_entrypoint(c), env)
+    extra: list[Bind] = []
     program = argv[0] if argv else ""
     if ctx.mpi:
         from kubetrain.local.sandbox import rsh
@@ -268,6 +273,17 @@ def prepare_container(
         )
         if security.uid == 0:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        if scratch is not None:
+            # OpenMPI's session directory (/tmp/ompi.<hostname>.<uid>) private to the pod, as on a node, where it
+            # is in the container's /tmp: here the host's /tmp is shared, and an earlier run of a TrainJob of the
+            # same name by another user (or uid mapping) would have left it unwritable. mpirun hands the same
+            # path to the daemons it starts on the node pods, so every MPI pod has one there.
+            session = scratch / "mpi"
+            session.mkdir(parents=True, exist_ok=True)
+            session.chmod(0o1777)  # for a runAsUser other than this user's, as /tmp is
+            extra.append(Bind(str(session), MPI_SESSION_DIR))
+            env.setdefault("OMPI_MCA_orte_tmpdir_base", MPI_SESSION_DIR)  # OpenMPI 4
+            env.setdefault("PRTE_MCA_prte_tmpdir_base", MPI_SESSION_DIR)  # OpenMPI 5 (PRRTE)
         impl = mpi_implementation(env)
         if impl is not None:
             launcher = hydra_launcher(impl, env.get("PATH", ""), env.get("I_MPI_ROOT") or os.environ.get("I_MPI_ROOT"))
@@ -292,7 +308,8 @@ def prepare_container(
         )
     enter = ctx.network(pod.name, pod.address) if ctx.network is not None else []
     return Container(
-        name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security, enter=enter
+        name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security, enter=enter,
+        binds=extra,
     )
 
 
@@ -349,7 +366,7 @@ def start_container(
     log: Path,
     where: str,
 ) -> None:
-    binds = container_binds(container.spec, volumes, where)
+    binds = container_binds(container.spec, volumes, where) + container.binds
     chdir = container.spec.get("workingDir") or ctx.workdir
     security = container.security
     read_only = security is not None and security.read_only_root
@@ -406,6 +423,9 @@ def start_container(
     finally:
         os.close(fd)
 
+
+MPI_SESSION_DIR = "/.kubetrain-mpi"
+"""Where an MPI pod's OpenMPI session files go: a top-level directory of the sandbox, bound to the pod's own."""
 
 SANDBOX_ENV = "KUBETRAIN_SANDBOX_OF"
 """Set (to the TrainJob's uid) in each sandbox's own environment, and unset for the pod's command: it marks the

@@ -234,7 +234,7 @@ class PodLauncher(JobState):
     def _launch_stage(self, pod: PodRun) -> bool:
         """Start the pod's next stage (one init container, or every container); False when the pod now waits for
         a ConfigMap or Secret (it is started again from its first stage once they exist)."""
-        _, volumes = self._pod_dirs[pod.plan.name]
+        pod_dir, volumes = self._pod_dirs[pod.plan.name]
         spec = pod.plan.spec
         base = f"JobSet {self.plan.name} spec.replicatedJobs[{pod.plan.rjob}].template.spec.template.spec"
         if pod.init_left:
@@ -251,7 +251,9 @@ class PodLauncher(JobState):
         try:
             # Every container of the stage is checked before any starts, as its configuration cannot change.
             prepared = [
-                pods.prepare_container(pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus)
+                pods.prepare_container(
+                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir
+                )
                 for c, w in zip(specs, wheres, strict=True)
             ]
         except sc.ContainerConfigError as exc:

@@ -19,12 +19,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kubetrain.api import KubetrainError
+from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.k8s.client.resources import KNOWN, Resource
 from kubetrain.testing.fakeapi.podlogs import PodLogs
 from kubetrain.testing.fakeapi.store import Store, StoreError
 from kubetrain.testing.fakeapi.tokens import Tokens
 
-_STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "customresourcedefinitions"}
+_STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "jobs", "customresourcedefinitions"}
 
 
 def default_resources(*, podgroups: bool = True) -> list[tuple[Resource, bool]]:
@@ -236,6 +238,12 @@ class FakeApiServer:
         since = int(raw_rv) if raw_rv not in (None, "", "0") else None
         timeout = float(request.query.get("timeoutSeconds") or 1800)
         bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        # The real server filters watch events by labelSelector too (objects leaving the selection, which it
+        # reports as DELETED, are simply not sent here).
+        try:
+            selector = parse_selector(request.query.get("labelSelector") or "")
+        except KubetrainError as exc:
+            return _status(400, "BadRequest", f"unable to parse requirement: {exc}")
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         try:
@@ -255,6 +263,8 @@ class FakeApiServer:
         deadline = loop.time() + timeout
         try:
             for _, type_, obj in backlog:
+                if not selector.matches(obj["metadata"].get("labels")):
+                    continue
                 await resp.write(json.dumps({"type": type_, "object": obj}).encode() + b"\n")
             while (left := deadline - loop.time()) > 0:
                 try:
@@ -270,6 +280,8 @@ class FakeApiServer:
                     continue
                 if item is None:
                     break
+                if not selector.matches(item[2]["metadata"].get("labels")):
+                    continue
                 await resp.write(json.dumps({"type": item[1], "object": item[2]}).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
