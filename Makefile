@@ -8,22 +8,23 @@ STAMP := $(VENV)/.installed
 .PHONY: install system-deps demo test test-fast lint bench crds clean fuzz image
 
 # Debian packages the local backend uses: OpenMPI for real mpirun (and MPICH for mpiImplementation: MPICH, whose
-# alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces.
+# alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces;
+# chromium and its driver for the tests of `kubetrain ui` in a real (headless) browser.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns, nftables (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns nftables >/dev/null \
-	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux (its tests will be skipped)"; \
+	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns, nftables, chromium, chromium-driver (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns nftables chromium chromium-driver >/dev/null \
+	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux, the UI's browser tests chromium and chromium-driver (those tests will be skipped)"; \
 	  else \
-	    echo "note: mpirun/bwrap missing and not root; MPI and mount-namespace features will be skipped"; \
+	    echo "note: mpirun/bwrap/chromium missing and not root; MPI, mount-namespace and browser tests will be skipped"; \
 	  fi; \
 	fi
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,train,initializers,torchtune]'
+	$(BIN)/pip install -q -e '.[dev,train,initializers,torchtune,ui]'
 	touch $(STAMP)
 
 install: system-deps $(STAMP)

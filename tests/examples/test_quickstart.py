@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -52,3 +53,12 @@ def test_quickstart_trains_2_nodes_x_2_procs_and_completes(tmp_path: Path) -> No
     losses = [float(x) for x in re.findall(r"epoch \d+/5 loss ([0-9.]+)", r.stdout)]
     assert len(losses) == 5 and losses[-1] < losses[0], r.stdout
     assert "Complete" in r.stderr
+    # Rank 0 reported each epoch to the TrainJob's status: the progress and the loss a chart draws.
+    shown = subprocess.run(
+        [sys.executable, "-m", "kubetrain.cli.main", "metrics", "quickstart", "-o", "json"],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    history = json.loads(shown.stdout)
+    assert [p["trainerStatus"]["progressPercentage"] for p in history] == [20, 40, 60, 80, 100]
+    reported = [float(m["value"]) for p in history for m in p["trainerStatus"]["metrics"] if m["name"] == "loss"]
+    assert reported == losses

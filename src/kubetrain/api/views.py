@@ -6,6 +6,7 @@ structurally; the CLI picks one (``--kubeconfig``/``--context`` or ``KUBETRAIN_B
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -215,12 +216,19 @@ class Backend(Protocol):
     def watch_trainjobs(
         self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
     ) -> Iterator[WatchItem | None]:
-        """The current TrainJobs as ``ADDED``, then every change, forever; ``None`` heartbeats in between."""
+        """The current TrainJobs as ``ADDED``, then at once one ``None`` (the initial list is complete), then every
+        change, forever, with ``None`` heartbeats in between."""
         ...
 
     def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
         """Every ``trainerStatus`` the TrainJob had, oldest first, as far as this backend keeps them (a
         cluster keeps only the latest)."""
+        ...
+
+    def compiled_objects(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """What the TrainJob was compiled into, as the backend holds it: at least its JobSet and its runtime
+        snapshot ConfigMap once they exist (locally every object made for it). A Secret's values are never
+        returned (see :func:`secret_values_hidden`)."""
         ...
 
     def delete_trainjob(self, name: str, namespace: str) -> None: ...
@@ -250,3 +258,26 @@ class Backend(Protocol):
     def core_users(self, kind: str, name: str, namespace: str) -> list[str]:
         """TrainJobs whose pods use the object, where the backend knows it cheaply."""
         ...
+
+
+def secret_values_hidden(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with a Secret's ``data``/``stringData`` values replaced by their sizes (``<1675 bytes>``), as
+    ``kubectl describe secret`` shows them; any other object unchanged. Pure: the input is not modified."""
+    if obj.get("kind") != "Secret":
+        return obj
+    out = dict(obj)
+    for key in ("data", "stringData"):
+        values = obj.get(key)
+        if isinstance(values, dict):
+            out[key] = {k: f"<{_size(v, encoded=key == 'data')} bytes, hidden>" for k, v in values.items()}
+    return out
+
+
+def _size(value: object, *, encoded: bool) -> int:
+    text = str(value)
+    if encoded:
+        try:
+            return len(base64.b64decode(text, validate=True))
+        except (ValueError, TypeError):
+            pass  # not base64 (a hand-written manifest): its own length
+    return len(text.encode())

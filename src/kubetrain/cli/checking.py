@@ -12,7 +12,7 @@ from typing import Protocol
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, KubetrainError, Result
-from kubetrain.api.loader import Manifest
+from kubetrain.api.loader import Loaded, Manifest
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.cli._backend import is_cluster, local_backend, select_backend
 from kubetrain.cli._common import Source, load_files, tag
@@ -44,7 +44,20 @@ def check_files(
 ) -> Checked:
     """``namespace``: given to namespaced objects that name none. ``backend``: whose installed runtimes
     TrainJobs may reference (None: only the files'). ``local``: see ``kubetrain.compiler.validate.Local``."""
-    loaded = load_files(files)
+    return check_loaded(load_files(files), namespace=namespace, backend=backend, local=local)
+
+
+def check_text(
+    text: str, source: str, *, namespace: str | None, backend: RuntimeCatalog | None, local: Local
+) -> Checked:
+    """``check_files`` for YAML that is not in a file (the UI's submit form); findings name ``source:line``."""
+    from kubetrain.api.loader import load_text
+
+    return check_loaded(load_text(text, source), namespace=namespace, backend=backend, local=local)
+
+
+def check_loaded(loaded: Loaded, *, namespace: str | None, backend: RuntimeCatalog | None, local: Local) -> Checked:
+    """The one check behind ``check_files`` and ``check_text``."""
     checked = Checked(objects=list(loaded.objects), result=Result().extend(loaded.result),
                       documents=len(loaded.objects) + len(loaded.rejected))
     checked.sources = [Source(loaded.sources[i], loaded.lines[i], loaded.files[i]) for i in range(len(loaded.objects))]

@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
     "prune": "kubetrain.cli.prune",
     "cluster": "kubetrain.cli.cluster",
     "operator": "kubetrain.cli.operator",
+    # The web UI sits beside the CLI (kubetrain.ui may use the CLI's helpers, never the other way round), so it is
+    # named here only as a string.
+    "ui": "kubetrain.ui.command",
 }
 
 

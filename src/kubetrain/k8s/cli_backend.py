@@ -279,6 +279,23 @@ class ClusterBackend:
         )
         yield from self._iterate(agen, "watch trainjobs")
 
+    def compiled_objects(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """The TrainJob's JobSet and runtime snapshot ConfigMap as the API serves them (those that exist yet)."""
+        from kubetrain.compiler.plugins.snapshot import snapshot_name
+
+        self.get_trainjob(name, namespace)  # a missing job fails with close names suggested
+        out: list[dict[str, Any]] = []
+        for res, obj_name in ((r.JOBSET, name), (r.CONFIGMAP, snapshot_name(name))):
+            try:
+                obj = self._run(self.client.get(res, obj_name, namespace))
+            except NotFound:
+                continue
+            except ApiError as exc:
+                raise _explain(exc, f'{res.plural} "{obj_name}" in namespace {namespace}') from exc
+            (obj.get("metadata") or {}).pop("managedFields", None)
+            out.append({"apiVersion": res.api_version, "kind": res.kind, **obj})
+        return out
+
     def delete_trainjob(self, name: str, namespace: str) -> None:
         try:
             self._run(self.client.delete(r.TRAINJOB, name, namespace))

@@ -183,6 +183,7 @@ async def watch_trainjobs(
         added = item("ADDED", obj)
         if added is not None:
             yield added
+    yield None  # the initial list is complete (a UI shows it now rather than after the first quiet half second)
     tasks = [asyncio.ensure_future(jobs.run()), asyncio.ensure_future(pods.run())]
     try:
         while True:

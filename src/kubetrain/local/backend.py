@@ -355,37 +355,59 @@ class LocalBackend:
     def watch_trainjobs(
         self, namespace: str | None, *, names: list[str] | None = None, selector: str | None = None
     ) -> Iterator[WatchItem | None]:
-        """Polls the store (several times a second): what changed since the last look, as a watch reports it."""
+        """Polls the store (four times a second): what changed since the last look, as a watch reports it. Only the
+        TrainJobs whose row or pods were written since are read again (``Store.change_marks``), so a look at 1,000
+        quiet TrainJobs costs one query; unfinished ones are still checked for a lost supervisor every time."""
         from kubetrain.api import TrainJob
         from kubetrain.api.selectors import parse as parse_selector
 
         sel = parse_selector(selector) if selector else None
-        seen: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
+        # key -> (mark, row, text, state, model); the model is None when the selector or names leave it out.
+        seen: dict[tuple[str, str], tuple[tuple[Any, ...], TrainJobRow, str, StateView, TrainJob | None]] = {}
         first = True
         while True:
-            now: dict[tuple[str, str], tuple[str, StateView, TrainJob]] = {}
-            for row in reaper.check_all(self.store, self.store.list_trainjobs(namespace)):
-                if names and row.name not in names:
-                    continue
-                tj = TrainJob.model_validate(row.trainjob)
-                if sel is not None and not sel.matches(tj.metadata.labels):
-                    continue
-                st = state_of(row, self.store.list_pods(row.namespace, row.name))
-                now[(row.namespace, row.name)] = (json.dumps(row.trainjob, sort_keys=True), st, tj)
+            marks = self.store.change_marks(namespace)
+            if names:
+                marks = {k: m for k, m in marks.items() if k[1] in names}
             changed = False
-            for key in sorted(now):
-                text, st, tj = now[key]
+            now: dict[tuple[str, str], tuple[tuple[Any, ...], TrainJobRow, str, StateView, TrainJob | None]] = {}
+            for key in sorted(marks):
                 old = seen.get(key)
-                if old is None or old[:2] != (text, st):
+                if old is not None and old[0] == marks[key]:
+                    # A supervisor started after the last read does not move the mark: the check re-reads the
+                    # row then (and records a real loss once, which moves the mark for the next look).
+                    now[key] = old if not reaper.lost(old[1]) else (old[0], reaper.check(self.store, old[1]), *old[2:])
+                    continue
+                row = self.store.get_trainjob(*key)
+                if row is None:
+                    continue  # deleted since the marks were read
+                row = reaper.check(self.store, row)
+                text = json.dumps(row.trainjob, sort_keys=True)
+                st = state_of(row, self.store.list_pods(row.namespace, row.name))
+                tj = TrainJob.model_validate(row.trainjob)
+                model = tj if sel is None or sel.matches(tj.metadata.labels) else None
+                now[key] = (marks[key], row, text, st, model)
+                if model is not None and (old is None or old[4] is None or old[2:4] != (text, st)):
                     changed = True
-                    yield WatchItem("ADDED" if old is None or first else "MODIFIED", tj, st)
+                    yield WatchItem("ADDED" if old is None or old[4] is None or first else "MODIFIED", model, st)
+                elif model is None and old is not None and old[4] is not None:
+                    changed = True  # no longer matches the selector: gone, as a watch with a selector says
+                    yield WatchItem("DELETED", old[4], old[3])
             for key in sorted(set(seen) - set(now)):
-                changed = True
-                yield WatchItem("DELETED", seen[key][2], seen[key][1])
+                gone = seen[key]
+                if gone[4] is not None:
+                    changed = True
+                    yield WatchItem("DELETED", gone[4], gone[3])
+            if not changed or first:
+                yield None  # also right after the first look: the initial list is complete
             seen, first = now, False
-            if not changed:
-                yield None
             time.sleep(0.25)
+
+    def compiled_objects(self, name: str, namespace: str) -> list[dict[str, Any]]:
+        """Every object the TrainJob was compiled into, as stored when it was created or last updated."""
+        from kubetrain.api.views import secret_values_hidden
+
+        return [secret_values_hidden(o) for o in self._row(name, namespace).objects]
 
     # Deleting.
     def delete_trainjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:

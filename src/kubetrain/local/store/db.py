@@ -378,6 +378,20 @@ class Store:
             args = (namespace,)
         return [_tj_row(r) for r in self._read(q + " ORDER BY created", args)]
 
+    def change_marks(self, namespace: str | None) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """Per TrainJob, values that change whenever it or one of its pods is written (its uid, its row's and its
+        pods' last update, its pod count): a watcher re-reads only the TrainJobs whose mark moved (one query,
+        however many TrainJobs there are)."""
+        q = (
+            "SELECT t.namespace, t.name, t.uid, t.updated, MAX(p.updated), COUNT(p.name) FROM trainjobs t"
+            " LEFT JOIN pods p ON p.namespace = t.namespace AND p.trainjob = t.name"
+        )
+        args: tuple[Any, ...] = ()
+        if namespace is not None:
+            q += " WHERE t.namespace=?"
+            args = (namespace,)
+        return {(r[0], r[1]): tuple(r[2:]) for r in self._read(q + " GROUP BY t.namespace, t.name", args)}
+
     def delete_trainjob(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Remove the TrainJob and everything recorded about it; with ``uid``, only that incarnation."""
         with self.transaction() as c:

@@ -121,7 +121,9 @@ class FakeApiServer:
     async def start(self, port: int = 0) -> FakeApiServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A follow whose client went away is noticed only at its next write; on stop, such handlers get 2 s
+        # (not aiohttp's 60) before they are cancelled, so a test that left a log follow open still ends quickly.
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self.ssl_context)
         await site.start()

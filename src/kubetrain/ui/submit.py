@@ -1,0 +1,165 @@
+"""The submit form: its fields become a TrainJob manifest, checked by the one validation entry point
+(``kubetrain.cli.checking``, as ``kubetrain validate`` and ``apply`` check files) and applied through the backend.
+
+Findings keep their field paths (``spec.trainer.numNodes``), so the page shows each under the field it is about.
+What the form itself cannot read (an env line without ``=``, a command with an unclosed quote) is reported the
+same way, at the path it would have filled.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetrain.api import constants as c
+from kubetrain.api.errors import Finding, InvalidObjectError, KubetrainError
+from kubetrain.api.yamlio import dump_all
+from kubetrain.ui.errors import UiError
+
+SOURCE = "form"
+FIELDS = ("name", "namespace", "runtime", "numNodes", "numProcPerNode", "command", "args", "image", "env",
+          "cpu", "memory", "gpu", "labels")
+_INT = re.compile(r"\d{1,9}")
+
+
+@dataclass
+class Built:
+    manifest: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.manifest["metadata"].get("namespace") or "default")
+
+
+def build(form: dict[str, Any]) -> Built:
+    """The TrainJob the form describes, and what in it could not be read."""
+    unknown = sorted(set(form) - set(FIELDS))
+    if unknown:
+        raise UiError(400, f"unknown form field {unknown[0]!r}", f"the fields are: {', '.join(FIELDS)}")
+    values = {k: _text(form.get(k), k) for k in FIELDS}
+    findings: list[Finding] = []
+    meta: dict[str, Any] = {"name": values["name"], "namespace": values["namespace"] or "default"}
+    labels = _labels(values["labels"], findings)
+    if labels:
+        meta["labels"] = labels
+    trainer: dict[str, Any] = {}
+    for key in ("numNodes", "numProcPerNode"):
+        if values[key]:
+            trainer[key] = int(values[key]) if _INT.fullmatch(values[key]) else values[key]
+    for key in ("command", "args"):
+        if values[key]:
+            try:
+                trainer[key] = shlex.split(values[key])
+            except ValueError as exc:
+                findings.append(Finding(f"spec.trainer.{key}", f"cannot split {values[key]!r} into words: {exc}",
+                                        "close the quote, or escape it with a backslash", source=SOURCE))
+    if values["image"]:
+        trainer["image"] = values["image"]
+    env = _env(values["env"], findings)
+    if env:
+        trainer["env"] = env
+    resources = {k: v for k, v in (("cpu", values["cpu"]), ("memory", values["memory"]),
+                                   ("nvidia.com/gpu", values["gpu"])) if v}
+    if resources:
+        trainer["resourcesPerNode"] = {"requests": dict(resources), "limits": dict(resources)}
+    spec: dict[str, Any] = {"runtimeRef": _runtime_ref(values["runtime"], meta["namespace"], findings)}
+    if trainer:
+        spec["trainer"] = trainer
+    manifest = {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": c.KIND_TRAINJOB, "metadata": meta, "spec": spec}
+    return Built(manifest, findings)
+
+
+def _text(value: object, key: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UiError(400, f"form field {key!r}: expected text, got {type(value).__name__}")
+    return str(value).strip()
+
+
+def _runtime_ref(value: str, namespace: str, findings: list[Finding]) -> dict[str, Any]:
+    """``ClusterTrainingRuntime/name`` or ``TrainingRuntime/namespace/name`` (the form's select values)."""
+    kind, _, rest = value.partition("/")
+    if not value:
+        findings.append(Finding("spec.runtimeRef.name", "no runtime chosen", "pick a runtime", source=SOURCE))
+        return {"name": ""}
+    if kind == c.KIND_TRAINING_RUNTIME:
+        rt_ns, _, name = rest.partition("/")
+        if rt_ns and rt_ns != namespace:
+            findings.append(Finding(
+                "spec.runtimeRef", f"TrainingRuntime {rt_ns}/{name} is in namespace {rt_ns}; a TrainJob can only "
+                "use a TrainingRuntime of its own namespace", f"set the namespace to {rt_ns}, or pick a "
+                "ClusterTrainingRuntime", source=SOURCE))
+        return {"apiGroup": c.GROUP, "kind": kind, "name": name}
+    if kind == c.KIND_CLUSTER_TRAINING_RUNTIME:
+        return {"apiGroup": c.GROUP, "kind": kind, "name": rest}
+    return {"name": value}  # a bare name: the default kind, as in a manifest
+
+
+def _env(text: str, findings: list[Finding]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, eq, value = line.partition("=")
+        if not eq:
+            findings.append(Finding(f"spec.trainer.env[{len(out)}]", f"{line.strip()!r} is not NAME=VALUE",
+                                    "write one variable per line as NAME=VALUE", source=SOURCE))
+            continue
+        out.append({"name": name.strip(), "value": value})
+    return out
+
+
+def _labels(text: str, findings: list[Finding]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in re.split(r"[,\n]", text):
+        if not part.strip():
+            continue
+        key, eq, value = part.partition("=")
+        if not eq:
+            findings.append(Finding("metadata.labels", f"{part.strip()!r} is not key=value",
+                                    "write labels as key=value, separated by commas", source=SOURCE))
+            continue
+        out[key.strip()] = value.strip()
+    return out
+
+
+def as_yaml(built: Built) -> str:
+    return dump_all([built.manifest])
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {"severity": f.severity, "path": f.path, "message": f.message, "fix": f.fix, "source": f.source,
+            "text": f.render()}
+
+
+def check(built: Built, backend: Any, *, cluster: bool) -> tuple[list[Finding], list[Finding]]:
+    """Errors and warnings of the TrainJob, as ``kubetrain validate`` (or, before running, ``apply``) finds them
+    against the runtimes ``backend`` has."""
+    from kubetrain.cli.checking import check_text
+
+    checked = check_text(as_yaml(built), SOURCE, namespace=built.namespace, backend=backend,
+                         local=None if cluster else "run")
+    errors = built.findings + checked.result.errors
+    return errors, checked.result.warnings
+
+
+def apply(built: Built, backend: Any, *, cluster: bool, workdir: str) -> str:
+    """Create the TrainJob; returns what the backend says (``trainjob/x created``). A refusal after validation
+    (admission on this machine, the cluster's webhook) comes back as a ``UiError`` 422 with the backend's words."""
+    try:
+        if cluster:
+            applied = backend.apply([built.manifest], namespace=built.namespace)
+        else:
+            applied = backend.apply([built.manifest], namespace=built.namespace, workdir=workdir)
+    except InvalidObjectError as exc:
+        raise UiError(422, "; ".join(f.render() for f in exc.findings)) from exc
+    except KubetrainError as exc:
+        from kubetrain.ui.errors import from_exception
+
+        error = from_exception(exc)
+        raise UiError(error.status if error.status in (401, 403, 409) else 422, error.message, error.fix) from exc
+    return ", ".join(applied)

@@ -1,0 +1,66 @@
+"""The issue's bar: `make demo`'s job (examples/quickstart) followed in the browser from start to Complete, with
+its loss chart and its logs. A real local run (torch, bubblewrap), so it is marked slow."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubetrain.cli._backend import local_backend
+from tests.ui.harness import chromium, js_errors, running_ui, wait_for
+from tests.ui.test_browser_local import _attr, _keys, _text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"),
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None,
+        reason="needs root and bubblewrap for the local backend (make system-deps)",
+    ),
+]
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_demo_job_followed_in_the_browser_to_complete(browser: Any) -> None:
+    manifest = yaml.safe_load((ROOT / "examples/quickstart/trainjob.yaml").read_text())
+    with running_ui(local_backend, label="this machine", workdir=str(ROOT / "examples/quickstart")) as ui:
+        browser.get(ui.login_url)
+        assert _keys(browser) == []
+        applied: list[str] = []
+        # As `kubetrain apply` would, from another terminal, while the page is open.
+        submit = threading.Thread(target=lambda: applied.extend(local_backend().apply(
+            [manifest], namespace="default", workdir=str(ROOT / "examples/quickstart"))))
+        submit.start()
+        wait_for(browser, lambda d: _keys(d) == ["default/quickstart"], timeout=60, what="the job on the list")
+        submit.join(60)
+        assert applied == ["trainjob/quickstart created"]
+        browser.find_element("link text", "quickstart").click()
+        wait_for(browser, lambda d: d.current_url.endswith("/trainjobs/default/quickstart"), what="its page")
+        wait_for(browser, lambda d: _text(d, "#state .state") == "Complete", timeout=300, what="Complete")
+        wait_for(browser, lambda d: _attr(d, '.chart[data-metric="loss"]', "data-drawn") == "5", what="5 losses")
+        assert len(browser.find_elements("css selector", '.chart[data-metric="loss"] .scatterlayer path.point')) == 5
+        wait_for(browser, lambda d: "epoch 5/5 loss" in _text(d, "#log"), what="the last epoch's line")
+        log = _text(browser, "#log")
+        assert "training on 4 processes (2 nodes)" in log and "these are all its logs" in log
+        assert _text(browser, "#progress .pct") == "100%"
+        steps = browser.execute_script("return [...document.querySelectorAll('#steps tbody tr')].map(r => r.innerText)")
+        assert len(steps) == 2 and all("Succeeded" in s for s in steps)
+        assert js_errors(browser) == []
