@@ -26,7 +26,7 @@ from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import KUBECONFIG, OperatorProcess, call, complete_jobset, get, setup_runtime, wait_until
 from tests.e2e.test_cli_cluster import make_pod, running
-from tests.ui.harness import chromium, js_errors, wait_for
+from tests.ui.harness import browser_session, js_errors, wait_for
 from tests.ui.test_browser_local import _attr, _keys, _text
 
 pytestmark = pytest.mark.e2e
@@ -34,11 +34,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
+    with browser_session() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class UiProcess:

@@ -4,6 +4,7 @@ its cookie like a browser, headless Chromium, and local TrainJobs whose supervis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -105,6 +106,16 @@ class Http:
 
     def post(self, path: str, body: Any = None, **kw: Any) -> tuple[int, dict[str, str], str]:
         return self.request("POST", path, body if body is not None else {}, **kw)
+
+
+@contextlib.contextmanager
+def browser_session() -> Iterator[Any]:
+    """A headless Chromium (``chromium``), quit afterwards whatever happened."""
+    driver = chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def chromium() -> Any:

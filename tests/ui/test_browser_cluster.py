@@ -16,17 +16,8 @@ from kubetrain.k8s.cli_backend import ClusterBackend
 from tests.k8s.helpers import torch_runtime
 from tests.k8s.kubelet import Kubelet, pod_manifest, running
 from tests.k8s.threaded import Background, background_api
-from tests.ui.harness import chromium, js_errors, running_ui, wait_for
+from tests.ui.harness import js_errors, running_ui, wait_for
 from tests.ui.test_browser_local import _attr, _keys, _text
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

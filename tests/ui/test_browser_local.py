@@ -13,16 +13,7 @@ from typing import Any
 import pytest
 
 from kubetrain.cli._backend import local_backend
-from tests.ui.harness import RunningUi, StandInJob, chromium, js_errors, running_ui, wait_for
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
+from tests.ui.harness import RunningUi, StandInJob, js_errors, running_ui, wait_for
 
 
 @pytest.fixture

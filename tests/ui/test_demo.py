@@ -7,7 +7,6 @@ import importlib.util
 import os
 import shutil
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from kubetrain.cli._backend import local_backend
-from tests.ui.harness import chromium, js_errors, running_ui, wait_for
+from tests.ui.harness import js_errors, running_ui, wait_for
 from tests.ui.test_browser_local import _attr, _keys, _text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,15 +27,6 @@ pytestmark = [
         reason="needs root and bubblewrap for the local backend (make system-deps)",
     ),
 ]
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chromium()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_demo_job_followed_in_the_browser_to_complete(browser: Any) -> None:

@@ -30,6 +30,18 @@ class StepView:
     """Why the step is not running, in the kubelet's or scheduler's words (``ImagePullBackOff``,
     ``Unschedulable``, ``Error``); ``message`` then carries their explanation."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The step as ``describe -o json`` and the UI give it (camelCase, as the API's own fields)."""
+        return {
+            "name": self.name,
+            "replicatedJob": self.replicated_job,
+            "state": self.state,
+            "restarts": self.restarts,
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "message": self.message,
+        }
+
 
 @dataclass
 class Event:

@@ -236,16 +236,7 @@ def details_dict(d: Any) -> dict[str, Any]:
             else None
         ),
         "steps": [
-            {
-                "name": s.name,
-                "replicatedJob": s.replicated_job,
-                "state": s.state,
-                "restarts": s.restarts,
-                "exitCode": s.exit_code,
-                "reason": s.reason,
-                "message": s.message,
-                **({"pid": s.pid} if s.pid else {}),
-            }
+            {**s.to_json(), **({"pid": s.pid} if s.pid else {})}
             for s in d.steps
         ],
         "events": [

@@ -77,6 +77,20 @@ async def _send_error(resp: EventSourceResponse, exc: BaseException) -> None:
         await _send(resp, "failure", {"status": error.status, "message": error.message, "fix": error.fix})
 
 
+@contextlib.asynccontextmanager
+async def _reporting(resp: EventSourceResponse, stream: Any) -> AsyncIterator[None]:
+    """Around a stream's use: what fails is shown on the page (a ``failure`` event), a closed page or a cancel
+    ends it quietly, and the stream is closed either way."""
+    try:
+        yield
+    except (ConnectionError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # any failure of the backend is the page's to show, not a dropped connection
+        await _send_error(resp, exc)
+    finally:
+        stream.close()
+
+
 # -- the list --------------------------------------------------------------------------------------------------------
 async def list_stream(request: web.Request) -> web.StreamResponse:
     """Changes of the list since the version the page was rendered at (``?since=``), then each change."""
@@ -116,7 +130,7 @@ async def trainjob_stream(request: web.Request) -> web.StreamResponse:
         last: dict[str, Any] | None = None
         last_status: Any = None
         next_look = 0.0
-        try:
+        async with _reporting(resp, stream):
             async for item in stream:
                 if item is not None and item.type == "DELETED":
                     await _send(resp, "deleted", {"namespace": ns, "name": name})
@@ -143,12 +157,6 @@ async def trainjob_stream(request: web.Request) -> web.StreamResponse:
                     if fresh:
                         after = max(p["time"] for p in fresh)
                         await _send(resp, "points", fresh)
-        except (ConnectionError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            await _send_error(resp, exc)
-        finally:
-            stream.close()
     return resp
 
 
@@ -173,7 +181,7 @@ async def log_stream(request: web.Request) -> web.StreamResponse:
     await ui.backends.call(lambda b: b.get_trainjob(name, ns))
     async with sse_response(request, headers=stream_headers(), ping_interval=PING) as resp:
         stream = ui.backends.stream(lambda b: b.log_stream(name, ns, options), name=f"logs-{name}", maxsize=256)
-        try:
+        async with _reporting(resp, stream):
             async for batch in _batches(stream):
                 if batch is None:
                     await _send(resp, "end", {})
@@ -183,12 +191,6 @@ async def log_stream(request: web.Request) -> web.StreamResponse:
                     await _send(resp, "log", logs)
                 for text in notices:
                     await _send(resp, "notice", {"text": text})
-        except (ConnectionError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            await _send_error(resp, exc)
-        finally:
-            stream.close()
     return resp
 
 

@@ -59,18 +59,7 @@ def details(d: TrainJobDetails) -> dict[str, Any]:
     return {
         "state": {"state": st.state, "reason": st.reason, "message": st.message, "finished": st.finished},
         "conditions": conditions(tj),
-        "steps": [
-            {
-                "name": s.name,
-                "replicatedJob": s.replicated_job,
-                "state": s.state,
-                "restarts": s.restarts,
-                "exitCode": s.exit_code,
-                "reason": s.reason or "",
-                "message": s.message or "",
-            }
-            for s in d.steps
-        ],
+        "steps": [{**s.to_json(), "reason": s.reason or "", "message": s.message or ""} for s in d.steps],
         "events": [
             {"time": e.time, "type": e.type, "reason": e.reason, "message": e.message, "object": e.object}
             for e in d.events
