@@ -91,8 +91,14 @@ def call(coro_fn: Callable[[Client], Any], kubeconfig: str | None = None) -> Any
     return asyncio.run(wrapper())
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll until ``predicate()`` is truthy; the timeout only bounds a hang (generous: the machine is busy)."""
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 60.0,
+    what: str = "condition",
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Poll until ``predicate()`` is truthy; the timeout only bounds a hang (generous: the machine is busy).
+    ``explain`` adds what was seen to the failure (pods, their logs)."""
     deadline = time.monotonic() + timeout
     pause = 0.2
     while time.monotonic() < deadline:
@@ -101,7 +107,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = 
             return value
         time.sleep(pause)
         pause = min(1.0, pause * 1.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    seen = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{seen}")
 
 
 def get(res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
@@ -455,7 +462,9 @@ def finished(name: str, ns: str) -> dict[str, Any] | None:
 
 
 def wait_finished(name: str, ns: str, timeout: float = 300) -> dict[str, Any]:
-    cond: dict[str, Any] = wait_until(lambda: finished(name, ns), timeout, f"TrainJob {ns}/{name} to finish")
+    cond: dict[str, Any] = wait_until(
+        lambda: finished(name, ns), timeout, f"TrainJob {ns}/{name} to finish", lambda: describe_pods(name, ns)
+    )
     return cond
 
 
@@ -474,11 +483,22 @@ def running_pods(name: str, ns: str) -> list[dict[str, Any]]:
 def pod_log(pod: str, ns: str, container: str | None = None) -> str:
     async def go(client: Client) -> str:
         try:
-            return "".join([chunk async for chunk in client.pod_logs(pod, ns, container=container)])
+            return "".join([line + "\n" async for line in client.pod_logs(pod, ns, container=container)])
         except ApiError:
             return ""
 
     return str(call(go))
+
+
+def describe_pods(name: str, ns: str, lines: int = 30) -> str:
+    """The TrainJob's pods, their phases and last log lines, and its status: for a failure's message."""
+    out = [f"TrainJob {ns}/{name} status: {status(name, ns)}"]
+    for p in pods_of(name, ns):
+        st = p["status"]
+        waiting = [(c["name"], c.get("state")) for c in st.get("containerStatuses") or []]
+        out.append(f"pod {p['metadata']['name']}: {st.get('phase')} {waiting}")
+        out += ["  " + line for line in pod_log(p["metadata"]["name"], ns).splitlines()[-lines:]]
+    return "\n".join(out)
 
 
 def events_of(kind: str, name: str, ns: str, reason: str | None = None) -> list[dict[str, Any]]:

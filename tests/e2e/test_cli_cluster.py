@@ -54,8 +54,9 @@ def test_run_streams_the_pods_logs_and_ends_with_the_jobs_result(
     assert f"{title}: Running (2/2 trainer pods running)" in done.stderr
     assert done.stderr.rstrip().endswith(f"{title}: Complete (AllJobsCompleted: jobset completed successfully)")
     for rank in (0, 1):
-        assert f"[node-{rank}/0] hello from node {rank}\n" in done.stdout, done.stdout
-        assert f"[node-{rank}/0] node {rank} done\n" in done.stdout, done.stdout
+        # One Job (node-0) with a pod per node: the prefix is [job/completion index].
+        assert f"[node-0/{rank}] hello from node {rank}\n" in done.stdout, done.stdout
+        assert f"[node-0/{rank}] node {rank} done\n" in done.stdout, done.stdout
     waited = kubetrain("wait", "trainjob", name, "--for=condition=Complete", "--timeout=60s", "-n", namespace)
     assert "condition met" in waited.stdout
 
@@ -84,7 +85,7 @@ def test_run_names_the_missing_jobset_when_no_operator_acts(
     rt, name = uniq("rt"), uniq("tj")
     tj = trainjob(name, namespace, rt, trainer=sh("true"), managedBy="kueue.x-k8s.io/multikueue")
     f = write(tmp_path, torch_runtime(rt, namespace=namespace), tj)
-    done = kubetrain("run", "-f", f, "-n", namespace, "--timeout", "20s", timeout=300, check=False)
+    done = kubetrain("run", "-f", f, "-n", namespace, "--timeout", "45s", timeout=300, check=False)
     assert done.returncode == 124, done.stderr
     flat = " ".join(done.stderr.split())
     assert f"waiting for trainjob {namespace}/{name}; state then: Created (NoPods: no JobSet yet" in flat, flat
@@ -118,7 +119,8 @@ def test_logs_follow_waits_for_pods_and_ends_with_the_job(
     rt, name = uniq("rt"), uniq("tj")
     script = "for i in 1 2 3; do echo step $i; sleep 1; done"
     f = write(tmp_path, torch_runtime(rt, namespace=namespace), trainjob(name, namespace, rt, trainer=sh(script)))
-    # Started before the TrainJob exists: it waits, then follows the pod to the job's end.
+    kubetrain("apply", "-f", f, "-n", namespace)
+    # Started before the pod exists: it waits, then follows the pod to the job's end.
     follow = subprocess.Popen(
         [*KUBETRAIN, "logs", name, "-f", "--kubeconfig", kubeconfig, "-n", namespace],
         stdout=subprocess.PIPE,
@@ -126,7 +128,6 @@ def test_logs_follow_waits_for_pods_and_ends_with_the_job(
         text=True,
     )
     try:
-        kubetrain("apply", "-f", f, "-n", namespace)
         out, err = follow.communicate(timeout=300)
     finally:
         if follow.poll() is None:

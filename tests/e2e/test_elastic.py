@@ -21,6 +21,7 @@ from tests.e2e.conftest import (
     SLEEP,
     DeployedOperator,
     call,
+    describe_pods,
     events_of,
     get,
     kubectl,
@@ -99,7 +100,8 @@ def test_kubectl_scale_reaches_the_workers_and_out_of_range_is_refused(
     call(lambda c: c.apply(elastic_runtime(rt, ns, max_nodes=8)))
     trainer = {"command": ["torchrun", "--no-python", "python3", "-c", WORKER], "numNodes": 2}
     call(lambda c: c.create(trainjob(name, ns, rt, trainer=trainer)))
-    wait_until(lambda: world_sizes(name, ns, set()).count(2) == 2, 300, "both workers in a world of 2")
+    wait_until(lambda: world_sizes(name, ns, set()).count(2) >= 2, 300, "both workers in a world of 2",
+               lambda: describe_pods(name, ns))  # fmt: skip
     first_js = get(r.JOBSET, name, ns)
     assert first_js is not None
     old_pods = {p["metadata"]["uid"] for p in pods_of(name, ns)}
@@ -118,7 +120,8 @@ def test_kubectl_scale_reaches_the_workers_and_out_of_range_is_refused(
         assert message.endswith("JobSet resized in place"), message
         assert js["metadata"]["uid"] == first_js["metadata"]["uid"]
         skip = set()  # the old pods stay and their agents re-form the group
-    wait_until(lambda: 3 in world_sizes(name, ns, skip), 300, "the workers in a world of 3")
+    explain = lambda: describe_pods(name, ns)  # noqa: E731
+    wait_until(lambda: 3 in world_sizes(name, ns, skip), 300, "the workers in a world of 3", explain)
 
     st = wait_until(lambda: (s := status(name, ns)).get("numNodes") == 3 and s, 120, "status.numNodes 3")
     selector = f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node"
@@ -143,6 +146,7 @@ def test_kubectl_scale_reaches_the_workers_and_out_of_range_is_refused(
         lambda: world_sizes(name, ns, before if "re-creating" in down else set()).count(2) >= 1,
         300,
         "the workers in a world of 2 again",
+        lambda: describe_pods(name, ns),
     )
     call(lambda c: c.delete(r.TRAINJOB, name, ns))
 

@@ -128,20 +128,22 @@ def test_a_missing_lease_namespace_fails_at_start_and_says_what_to_do(kubeconfig
 
 
 def _exec_kubeconfig(tmp_path: Path) -> str:
-    """The admin kubeconfig with its client certificate handed out by an exec plugin instead of embedded."""
+    """The admin kubeconfig with its credential (client certificate or bearer token) handed out by an exec plugin
+    instead of embedded."""
     assert KUBECONFIG
     doc = yaml.safe_load(Path(KUBECONFIG).read_text())
     ctx = next(c for c in doc["contexts"] if c["name"] == doc["current-context"])["context"]
     user = next(u for u in doc["users"] if u["name"] == ctx["user"])["user"]
-    if "client-certificate-data" not in user:
-        pytest.skip("the e2e kubeconfig has no embedded client certificate to hand out through a plugin")
+    plan: dict[str, Any] = {"ttl": 3600}
+    if "client-certificate-data" in user:
+        plan["cert"] = base64.b64decode(user["client-certificate-data"]).decode()
+        plan["key"] = base64.b64decode(user["client-key-data"]).decode()
+    elif "token" in user:
+        plan["token"] = user["token"]
+    else:
+        pytest.skip("the e2e kubeconfig has no embedded client certificate or token to hand out through a plugin")
     state = tmp_path / "plugin"
     state.mkdir()
-    plan: dict[str, Any] = {
-        "cert": base64.b64decode(user["client-certificate-data"]).decode(),
-        "key": base64.b64decode(user["client-key-data"]).decode(),
-        "ttl": 3600,
-    }
     (state / "plan.json").write_text(json.dumps(plan))
     exec_user = {
         "exec": {
@@ -194,5 +196,5 @@ def test_cli_and_operator_authenticate_through_an_exec_plugin(
     finally:
         op.stop()
     calls = (tmp_path / "plugin" / "calls.jsonl").read_text().splitlines()
-    assert len(calls) >= 2  # the CLI and the operator each ran it once (the certificate is cached)
+    assert len(calls) >= 2  # the CLI and the operator each ran it once (the credential is cached)
     assert json.loads(calls[0])["info"]["spec"]["cluster"]["server"].startswith("https://")

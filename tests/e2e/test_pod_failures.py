@@ -113,7 +113,8 @@ def kubetrain(*args: str) -> str:
 
 def test_a_crash_loop_is_visible_while_it_runs_and_readable_after_the_pod_is_gone(cluster_operator: str) -> None:
     ns = cluster_operator
-    script = 'echo "epoch 0 loss 2.30"; echo "ValueError: boom" >&2; exit 3'
+    # The two streams reach the kubelet's log through separate pipes: a pause keeps their order.
+    script = 'echo "epoch 0 loss 2.30"; sleep 1; echo "ValueError: boom" >&2; exit 3'
     pod_spec = {"restartPolicy": "OnFailure", "containers": [node_container(script)]}
     name = start(ns, pod_spec, backoff_limit=2)  # two or three runs, ~10 s and ~20 s of CrashLoopBackOff apart
 
