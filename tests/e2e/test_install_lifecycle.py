@@ -10,6 +10,7 @@ the cluster holds TrainJobs or runtimes that this suite did not make. Helm runs 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def upgraded_kustomization(tmp: Path) -> Path:
              "spec": {"template": {"spec": {"containers": [{"name": container["name"], "args": args}]}}}}  # fmt: skip
     (tmp / "patch.yaml").write_text(yaml.safe_dump(patch))
     kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                     "resources": [str(MANIFESTS)], "patches": [{"path": "patch.yaml"}]}  # fmt: skip
+                     "resources": [os.path.relpath(MANIFESTS, tmp)], "patches": [{"path": "patch.yaml"}]}  # fmt: skip
     (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return tmp
 
@@ -206,7 +207,9 @@ def test_helm_install_upgrade_uninstall(namespace: str, replaceable: None) -> No
     with helm() as cfg:
         release = cfg.install(str(CHART), RELEASE, {}, namespace=OPERATOR_NAMESPACE, create_namespace=True,
                               wait="watcher", timeout=600)  # fmt: skip
-    assert release["info"]["status"] == "deployed", release.get("info")
+    assert (release["revision"], release["status"]) == (1, "deployed"), {
+        k: release[k] for k in release if k != "manifest"
+    }
     op = DeployedOperator().wait_ready(600)
     assert all(get(CRD, n, None) for n in CRDS)
     assert {o["metadata"]["name"] for o in list_of(CTR, None)} >= {"torch-distributed", "deepspeed-distributed"}
@@ -217,7 +220,9 @@ def test_helm_install_upgrade_uninstall(namespace: str, replaceable: None) -> No
     with helm() as cfg:
         upgraded = cfg.upgrade(str(CHART), RELEASE, {"operator": {"concurrency": 3}}, namespace=OPERATOR_NAMESPACE,
                                reuse_values=True, wait="watcher", timeout=600)  # fmt: skip
-    assert upgraded["version"] == 2 and upgraded["info"]["status"] == "deployed", upgraded.get("info")
+    assert (upgraded["revision"], upgraded["status"]) == (2, "deployed"), {
+        k: upgraded[k] for k in upgraded if k != "manifest"
+    }
     assert "--concurrency=3" in args_of_operator()
     op.wait_ready(600)
     assert wait_finished(across, ns)["type"] == "Complete"
