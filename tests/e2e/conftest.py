@@ -1,22 +1,21 @@
-"""e2e against a real API server: runs only when ``KUBETRAIN_E2E_KUBECONFIG`` names a kubeconfig (CI skips it).
+"""e2e on a real cluster: runs only when ``KUBETRAIN_E2E_KUBECONFIG`` names a cluster-admin kubeconfig (CI skips it).
 
-The cluster needs a kube-apiserver; kube-controller-manager is needed for garbage collection (detected by
-behaviour). No nodes and no JobSet controller are needed: tests play the JobSet controller by patching status.
+The bed is a cluster with a Ready node (kubelet, scheduler, the JobSet controller) where kubetrain is installed the
+way docs/install.md says, from this checkout: ``kubectl apply --server-side -k manifests/`` with the operator image
+built from the same tree (docs/operator.md, "The e2e suite", says how on the one-node bed of
+``shared/tools/k8s-node``). Pods are real, their logs are real, JobSet statuses come from the JobSet controller and
+TrainJobs are reconciled by the operator in its pod. Nothing here writes what a kubelet, a controller or the
+operator should write. A test whose subject is the ``kubetrain operator`` binary on this machine (its flags, its
+kubeconfig handling) starts it as a local process, :class:`OperatorProcess`, and says why.
 
-The session fixtures install (server-side apply) kubetrain's *current* CRDs, and the JobSet CRD from
-``shared/reference`` when the cluster has none, then make one namespace for the session. Operators (and their
-webhook) run as local processes; the API server calls the webhook on 127.0.0.1.
-
-Reusable pieces for later suites: :func:`call`, :func:`get`, :func:`wait_until`, :class:`OperatorProcess`,
-:func:`kubectl`, :func:`register_webhooks`, :func:`operator_service_account`, and the fixtures ``kubeconfig``,
-``namespace``, ``fresh_namespace``, ``operator``, ``webhook``, ``garbage_collector``.
+Training pods use ``KUBETRAIN_E2E_IMAGE`` (default ``localhost/kubetrain-train:dev``, the bed's training image:
+Debian 12, torch 2.13.0 CPU, OpenMPI, mpi4py, sshd, user mpiuser 1000; docs/images.md). kubectl comes from
+``KUBETRAIN_E2E_KUBECTL`` or ``PATH``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import datetime as dt
 import os
 import shutil
 import signal
@@ -27,29 +26,35 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.k8s.client import ApiError, Client, NotFound, Resource
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.applying import apply as _apply
 from kubetrain.k8s.client.config import from_kubeconfig
-from tests.conftest import SHARED
 
 KUBECONFIG = os.environ.get("KUBETRAIN_E2E_KUBECONFIG")
 KUBECTL = os.environ.get("KUBETRAIN_E2E_KUBECTL") or shutil.which("kubectl")
-SKIP_REASON = "e2e needs a real API server: set KUBETRAIN_E2E_KUBECONFIG to a kubeconfig (cluster-admin)"
-JOBSET_CRD = SHARED / "reference" / "upstream" / "jobset" / "jobset.x-k8s.io_jobsets.yaml"
+IMAGE = os.environ.get("KUBETRAIN_E2E_IMAGE", "localhost/kubetrain-train:dev")
+SKIP_REASON = "e2e needs a real cluster: set KUBETRAIN_E2E_KUBECONFIG to a kubeconfig (cluster-admin)"
 REPO = Path(__file__).resolve().parents[2]
+
+OPERATOR_NAMESPACE = "kubeflow-system"
+OPERATOR_NAME = "kubetrain-operator"
+OPERATOR_SELECTOR = "app.kubernetes.io/name=kubetrain,app.kubernetes.io/component=operator"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 CRD = r.CRD
 VWC = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "", namespaced=False)
+MWC = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "", namespaced=False)
 CTR = r.CLUSTER_TRAINING_RUNTIME
 SA = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+ENDPOINT_SLICE = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 RBAC = {
     kind: Resource("rbac.authorization.k8s.io", "v1", plural, kind, namespaced=kind in ("Role", "RoleBinding"))
     for kind, plural in (
@@ -86,15 +91,24 @@ def call(coro_fn: Callable[[Client], Any], kubeconfig: str | None = None) -> Any
     return asyncio.run(wrapper())
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll until ``predicate()`` is truthy; the timeout only bounds a hang."""
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 60.0,
+    what: str = "condition",
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Poll until ``predicate()`` is truthy; the timeout only bounds a hang (generous: the machine is busy).
+    ``explain`` adds what was seen to the failure (pods, their logs)."""
     deadline = time.monotonic() + timeout
+    pause = 0.2
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(pause)
+        pause = min(1.0, pause * 1.5)
+    seen = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{seen}")
 
 
 def get(res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
@@ -108,6 +122,11 @@ def get(res: Resource, name: str, namespace: str | None) -> dict[str, Any] | Non
     return result
 
 
+def list_of(res: Resource, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = call(lambda c: c.list(res, namespace, label_selector=selector))[0]
+    return items
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,17 +137,36 @@ def uniq(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:5]}"
 
 
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    *args: str, input: str | None = None, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """``kubectl --kubeconfig $KUBETRAIN_E2E_KUBECONFIG ...`` (``KUBETRAIN_E2E_KUBECTL`` or the one on PATH)."""
     if KUBECTL is None:
         pytest.skip("kubectl not found: put it on PATH or set KUBETRAIN_E2E_KUBECTL")
     assert KUBECONFIG, SKIP_REASON
     out = subprocess.run(
-        [KUBECTL, "--kubeconfig", KUBECONFIG, *args], input=input, capture_output=True, text=True, timeout=300
+        [KUBECTL, "--kubeconfig", KUBECONFIG, *args], input=input, capture_output=True, text=True, timeout=timeout
     )
     if check and out.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return out
+
+
+def kubetrain(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The ``kubetrain`` CLI of this checkout against the bed (``--kubeconfig`` appended)."""
+    assert KUBECONFIG, SKIP_REASON
+    env = {**os.environ, "COLUMNS": "250"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kubetrain.cli.main", *args, "--kubeconfig", KUBECONFIG],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubetrain {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done
 
 
 async def ssa(client: Client, obj: dict[str, Any], res: Resource | None = None) -> dict[str, Any]:
@@ -137,51 +175,194 @@ async def ssa(client: Client, obj: dict[str, Any], res: Resource | None = None) 
     return await _apply(client.session, obj, field_manager="kubetrain-e2e", force=True, resource=res)
 
 
-# --- installing what the suite needs ---
+# --- the bed ---
 
 
-def _established(name: str) -> bool:
+def ready_nodes() -> list[str]:
+    return [
+        n["metadata"]["name"]
+        for n in list_of(NODE, None)
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in n["status"].get("conditions") or [])
+    ]
+
+
+def established(name: str) -> bool:
     crd = get(CRD, name, None) or {}
     conds = (crd.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
 
 
-def _install_crds() -> None:
-    """Server-side apply the CRDs this checkout generates (so the suite tests them, not a stale install) and the
-    JobSet CRD when the cluster has none."""
-    if get(CRD, "jobsets.jobset.x-k8s.io", None) is None:
-        if not JOBSET_CRD.exists():
-            pytest.fail(f"the cluster has no JobSet CRD and {JOBSET_CRD} is missing: install JobSet's CRD first")
-        jobset = yaml.safe_load(JOBSET_CRD.read_text())
-        call(lambda c: ssa(c, jobset))
-    text = subprocess.run(
-        [sys.executable, "-m", "kubetrain.cli.main", "crds"], check=True, capture_output=True, text=True
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(text) if d]
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
 
-    async def apply_all(client: Client) -> None:
-        for doc in docs:
-            await ssa(client, doc)
 
-    call(apply_all)
-    for name in ["jobsets.jobset.x-k8s.io", *(d["metadata"]["name"] for d in docs)]:
-        wait_until(lambda n=name: _established(n), 60, f"CRD {name} established")
+class DeployedOperator:
+    """The operator as installed: Deployment ``kubetrain-operator`` in ``kubeflow-system``, its pods, its Lease."""
+
+    namespace = OPERATOR_NAMESPACE
+    name = OPERATOR_NAME
+
+    def deployment(self) -> dict[str, Any] | None:
+        return get(DEPLOYMENT, self.name, self.namespace)
+
+    def pods(self) -> list[dict[str, Any]]:
+        """Its pods that are not being deleted."""
+        pods = list_of(r.POD, self.namespace, OPERATOR_SELECTOR)
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    def leader(self) -> str | None:
+        """The pod holding the Lease (identities are ``<hostname>_<pid>``; a pod's hostname is its name)."""
+        lease = get(r.LEASE, self.name, self.namespace) or {}
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        return str(holder).rsplit("_", 1)[0] if holder else None
+
+    def rolled_out(self) -> bool:
+        dep = self.deployment()
+        if dep is None:
+            return False
+        want = int(dep["spec"].get("replicas", 1))
+        st = dep.get("status") or {}
+        if int(st.get("observedGeneration") or 0) < int(dep["metadata"]["generation"]):
+            return False
+        if not all(int(st.get(k) or 0) == want for k in ("updatedReplicas", "readyReplicas", "availableReplicas")):
+            return False
+        if int(st.get("replicas") or 0) != want:
+            return False
+        ready = {p["metadata"]["name"] for p in self.pods() if pod_ready(p)}
+        # A leader among the live pods (a killed leader's Lease must have passed on), and the webhook's Service
+        # with a ready endpoint (else the API server refuses TrainJob creates).
+        return len(ready) == want and self.leader() in ready and self.webhook_endpoints() > 0
+
+    def webhook_endpoints(self) -> int:
+        slices = list_of(ENDPOINT_SLICE, self.namespace, f"kubernetes.io/service-name={self.name}")
+        return sum(
+            1 for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready") is True
+        )
+
+    def wait_ready(self, timeout: float = 300) -> DeployedOperator:
+        wait_until(self.rolled_out, timeout, "the operator Deployment rolled out with a leader and webhook endpoints")
+        return self
+
+    def kill(self, pod: str) -> float:
+        """Force-delete ``pod`` (``kubectl delete pod --force --grace-period=0``): the API object goes at once and
+        the kubelet kills the container without the usual grace. Returns the time of the delete."""
+
+        async def go(client: Client) -> None:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+            await client.session.request("DELETE", r.POD.path(self.namespace, pod), body=body)
+
+        call(go)
+        return time.monotonic()
+
+    def metrics(self, pod: str) -> dict[str, float]:
+        """``/metrics`` of ``pod`` (through the API server's pod proxy): ``{'name{labels}': value}``."""
+
+        async def go(client: Client) -> str:
+            path = f"/api/v1/namespaces/{self.namespace}/pods/{pod}:8081/proxy/metrics"
+            async with client.session.stream(path, timeout=30) as resp:
+                return await resp.text()
+
+        text: str = call(go)
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def memory_kib(self, pod: str) -> dict[str, int]:
+        """``VmRSS`` and ``VmHWM`` of the operator process (PID 1 of its container), read from /proc in the pod."""
+        out = kubectl("exec", "-n", self.namespace, pod, "-c", "operator", "--", "cat", "/proc/1/status").stdout
+        return {
+            k: int(v.split()[0])
+            for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)
+            if k in ("VmRSS", "VmHWM")
+        }
+
+    def log(self, pod: str) -> str:
+        return pod_log(pod, self.namespace, "operator")
+
+    def images(self) -> list[tuple[str, str]]:
+        """(image, imageID) of each live operator pod's container."""
+        return [
+            (cs.get("image", ""), cs.get("imageID", ""))
+            for p in self.pods()
+            for cs in p["status"].get("containerStatuses") or []
+        ]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What ran against what: the server, the node, JobSet, the operator image (printed before the results)."""
+    if not KUBECONFIG:
+        return []
+    try:
+
+        async def version(client: Client) -> dict[str, Any]:
+            return await client.session.request("GET", "/version")
+
+        server = call(version)
+        nodes = [
+            f"{n['metadata']['name']} (kubelet {n['status']['nodeInfo']['kubeletVersion']}, "
+            f"{n['status']['nodeInfo']['containerRuntimeVersion']})"
+            for n in list_of(NODE, None)
+        ]
+        jobset = get(CRD, "jobsets.jobset.x-k8s.io", None)
+        served = [v["name"] for v in (jobset or {}).get("spec", {}).get("versions", []) if v.get("served")]
+        images = sorted(set(DeployedOperator().images()))
+        return [
+            f"e2e bed: kube-apiserver {server.get('gitVersion')}; nodes: {', '.join(nodes) or 'none'}",
+            f"e2e bed: JobSet CRD {'/'.join(served) or 'absent'}; training image {IMAGE}",
+            "e2e bed: operator "
+            + ("; ".join(f"{img} ({iid})" for img, iid in images) if images else "not deployed in kubeflow-system"),
+        ]
+    except Exception as exc:  # a header must never break the run; the fixtures say what is missing
+        return [f"e2e bed: could not be described ({exc})"]
 
 
 @pytest.fixture(scope="session")
 def kubeconfig() -> str:
     assert KUBECONFIG, SKIP_REASON
-    _install_crds()
     return KUBECONFIG
 
 
-def _create_namespace(prefix: str) -> str:
+@pytest.fixture(scope="session")
+def bed(kubeconfig: str) -> str:
+    """A cluster that runs pods: a Ready node, JobSet (CRD and controller) and kubetrain installed. Returns the
+    node's name."""
+    nodes = ready_nodes()
+    if not nodes:
+        pytest.skip("needs a Ready node with a kubelet, a scheduler and the JobSet controller (shared/tools/k8s-node)")
+    if not established("jobsets.jobset.x-k8s.io"):
+        pytest.skip("needs JobSet (jobset.x-k8s.io/v1alpha2 CRD and controller) installed")
+    for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes"):
+        if not established(f"{plural}.trainer.kubeflow.org"):
+            pytest.skip("kubetrain is not installed: kubectl apply --server-side -k manifests/ (docs/install.md)")
+    if DeployedOperator().deployment() is None:
+        pytest.skip(
+            f"no Deployment {OPERATOR_NAME} in {OPERATOR_NAMESPACE}: install kubetrain from this checkout "
+            "(docs/operator.md, 'The e2e suite')"
+        )
+    return nodes[0]
+
+
+@pytest.fixture
+def operator(bed: str) -> DeployedOperator:
+    """The installed operator, rolled out and leading (a test before may have killed or reinstalled it)."""
+    return DeployedOperator().wait_ready()
+
+
+def create_namespace(prefix: str, labels: dict[str, str] | None = None) -> str:
     ns = uniq(prefix)
-    call(lambda c: c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    meta: dict[str, Any] = {"name": ns}
+    if labels:
+        meta["labels"] = labels
+    call(lambda c: c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}))
+    # Pods need the namespace's default ServiceAccount, made by kube-controller-manager a moment later.
+    wait_until(lambda: get(SA, "default", ns), 60, f"the default ServiceAccount of {ns}")
     return ns
 
 
-def _delete_namespace(ns: str) -> None:
+def delete_namespace(ns: str) -> None:
     async def cleanup(client: Client) -> None:
         try:
             await client.delete(r.NAMESPACE, ns)
@@ -193,289 +374,39 @@ def _delete_namespace(ns: str) -> None:
 
 @pytest.fixture(scope="session")
 def namespace(kubeconfig: str) -> Iterator[str]:
-    ns = _create_namespace("kt-e2e")
+    ns = create_namespace("kt-e2e")
     yield ns
-    _delete_namespace(ns)
+    delete_namespace(ns)
 
 
 @pytest.fixture
 def fresh_namespace(kubeconfig: str) -> Iterator[str]:
-    """A namespace of this test's own (for operators that must not see other tests' objects)."""
-    ns = _create_namespace("kt-e2e-x")
+    """A namespace of this test's own."""
+    ns = create_namespace("kt-e2e-x")
     yield ns
-    _delete_namespace(ns)
-
-
-@pytest.fixture(scope="session")
-def garbage_collector(kubeconfig: str, namespace: str) -> bool:
-    """Whether the cluster collects garbage, found by doing it: delete an owner and watch its dependent go.
-
-    (A kube-controller-manager without leader election has no Lease, so looking for one is not enough.)
-    """
-    owner_name, dependent_name = uniq("gc-owner"), uniq("gc-dependent")
-
-    async def setup(client: Client) -> None:
-        owner = await client.create(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": owner_name, "namespace": namespace}}
-        )
-        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner_name, "uid": owner["metadata"]["uid"]}
-        dependent = {"name": dependent_name, "namespace": namespace, "ownerReferences": [ref]}
-        await client.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": dependent})
-        await client.delete(r.CONFIGMAP, owner_name, namespace)
-
-    call(setup)
-    try:
-        wait_until(lambda: get(r.CONFIGMAP, dependent_name, namespace) is None, 30, "garbage collection")
-    except AssertionError:
-        return False
-    return True
-
-
-# --- operators and the webhook as processes ---
-
-
-class OperatorProcess:
-    """``kubetrain operator`` as a child process: start, stop (SIGTERM), kill (SIGKILL), restart. Its output
-    goes to ``log_file`` (``log()`` reads it)."""
-
-    def __init__(self, kubeconfig: str, lease_namespace: str, *extra: str, identity: str | None = None) -> None:
-        self.kubeconfig, self.lease_namespace, self.extra, self.identity = kubeconfig, lease_namespace, extra, identity
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.health_port = 0
-        self.status_port = 0
-        self.log_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"kt-e2e-operator-{uuid.uuid4().hex[:8]}.log"
-
-    def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kubetrain.cli.main", "operator", "--kubeconfig", self.kubeconfig]
-        cmd += ["--lease-namespace", self.lease_namespace, "--health-port", str(self.health_port)]
-        # Its own status endpoint port (other e2e runs may share the machine), reachable at 127.0.0.1.
-        cmd += ["--status-port", str(self.status_port), "--status-url", f"https://127.0.0.1:{self.status_port}"]
-        if self.identity:
-            cmd += ["--identity", self.identity]
-        return [*cmd, *self.extra]
-
-    def spawn(self) -> OperatorProcess:
-        """Start without waiting for readiness."""
-        self.health_port = free_port()
-        self.status_port = self.status_port or free_port()
-        with self.log_file.open("ab") as log:
-            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        return self
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
-
-    def start(self) -> OperatorProcess:
-        self.spawn()
-
-        def up() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log()}")
-            return self.ready()
-
-        wait_until(up, 60, "operator /readyz")
-        return self
-
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(60)
-        self.proc = None
-
-    def kill(self) -> None:
-        """kill -9: no graceful shutdown, the Lease is not released."""
-        self.stop(signal.SIGKILL)
-
-
-@pytest.fixture
-def operator(kubeconfig: str, namespace: str) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(kubeconfig, namespace, "--namespace", namespace).start()
-    try:
-        yield op
-    finally:
-        op.stop()
-
-
-@dataclass
-class Webhook:
-    """An operator serving the webhook, and the ValidatingWebhookConfiguration pointing the server at it."""
-
-    namespace: str
-    operator: OperatorProcess
-    config_name: str
-
-
-def webhook_certs(cert_dir: Path) -> bytes:
-    """A CA and a serving certificate for 127.0.0.1 in ``cert_dir``; returns the CA (the caBundle)."""
-    from kubetrain import pki
-    from kubetrain.k8s import certs
-
-    now = dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = pki.generate_ca(now)
-    cert, key = pki.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
-    certs.write_cert_dir(certs.CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key), cert_dir)
-    return ca_cert
-
-
-def register_webhooks(namespace: str, port: int, ca: bytes) -> str:
-    """A ValidatingWebhookConfiguration (URL clientConfig, 127.0.0.1:port) for TrainJobs and TrainingRuntimes in
-    ``namespace`` only, shaped like the shipped one. Returns its name."""
-    from kubetrain.k8s.webhook import names, webhook_configurations
-
-    shipped = {h["name"]: h for h in webhook_configurations()[0]["webhooks"]}
-    hooks = []
-    for hook_name, path in (
-        (names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB),
-        (names.WEBHOOK_VALIDATOR_TRAINING_RUNTIME, names.VALIDATE_TRAINING_RUNTIME),
-    ):
-        hook = {k: v for k, v in shipped[hook_name].items() if k not in ("clientConfig", "objectSelector")}
-        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
-        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-        hooks.append(hook)
-    name = uniq("kt-e2e")
-    body = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": hooks,
-    }
-    call(lambda c: c.create(body, resource=VWC))
-    return name
-
-
-def start_webhook(
-    kubeconfig: str, namespace: str, cert_dir: Path, *extra: str, all_namespaces: bool = False
-) -> Webhook:
-    """An operator serving the webhook (watching ``namespace``, or every namespace as deployed), registered
-    for objects in ``namespace``."""
-    ca = webhook_certs(cert_dir)
-    port = free_port()
-    scope = () if all_namespaces else ("--namespace", namespace)
-    args = (*scope, "--webhook-port", str(port), "--webhook-cert-dir", str(cert_dir), *extra)
-    op = OperatorProcess(kubeconfig, namespace, *args).start()
-    return Webhook(namespace, op, register_webhooks(namespace, port, ca))
-
-
-def stop_webhook(hook: Webhook) -> None:
-    try:
-        call(lambda c: c.delete(VWC, hook.config_name, missing_ok=True))
-    finally:
-        hook.operator.stop()
-
-
-@pytest.fixture
-def webhook(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[Webhook]:
-    hook = start_webhook(kubeconfig, namespace, tmp_path / "certs")
-    try:
-        yield hook
-    finally:
-        stop_webhook(hook)
-
-
-# --- RBAC as shipped ---
-
-
-def operator_service_account(namespace: str, tmp_path: Path) -> str:
-    """A kubeconfig that acts as ServiceAccount ``kubetrain-operator`` in ``namespace`` (admin credentials plus
-    impersonation, like ``kubectl --as``), with exactly the rules ``manifests/rbac`` binds to that account:
-    ClusterRoles copied under a name of this test's own (so no installed object is touched), namespaced Roles
-    moved from kubeflow-system into ``namespace``. The cluster-scoped copies go with ``namespace``'s deletion
-    only if the caller removes them: see :func:`remove_operator_service_account`."""
-    docs = [d for p in sorted((REPO / "manifests" / "rbac").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
-    docs = [d for d in docs if d and d.get("kind") in RBAC]
-    sa_name = "kubetrain-operator"
-
-    def binds_operator(binding: dict[str, Any]) -> bool:
-        return any(
-            s.get("kind") == "ServiceAccount" and s.get("name") == sa_name for s in binding.get("subjects") or []
-        )
-
-    bindings = [d for d in docs if d["kind"].endswith("Binding") and binds_operator(d)]
-    wanted = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings}
-    roles = [d for d in docs if not d["kind"].endswith("Binding") and (d["kind"], d["metadata"]["name"]) in wanted]
-    assert {("ClusterRole", "kubetrain-operator")} <= {(d["kind"], d["metadata"]["name"]) for d in roles}
-    suffix = f"e2e-{namespace}"
-
-    def renamed(kind: str, name: str) -> str:
-        return f"{name}-{suffix}" if kind.startswith("Cluster") else name
-
-    async def install(client: Client) -> None:
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa_name, "namespace": namespace}}
-        await client.create(account, resource=SA)
-        for role in roles:
-            role = dict(role, metadata=dict(role["metadata"]))
-            role["metadata"]["name"] = renamed(role["kind"], role["metadata"]["name"])
-            if role["kind"] == "Role":
-                role["metadata"]["namespace"] = namespace
-            await ssa(client, role, RBAC[role["kind"]])
-        for binding in bindings:
-            binding = dict(binding, metadata=dict(binding["metadata"]))
-            binding["subjects"] = [dict(s, namespace=namespace) for s in binding["subjects"]]
-            ref = binding["roleRef"]
-            binding["roleRef"] = dict(ref, name=renamed(ref["kind"], ref["name"]))
-            binding["metadata"]["name"] = renamed(binding["kind"], binding["metadata"]["name"])
-            if binding["kind"] == "RoleBinding":
-                binding["metadata"]["namespace"] = namespace
-            await ssa(client, binding, RBAC[binding["kind"]])
-
-    call(install)
-    assert KUBECONFIG
-    doc = yaml.safe_load(Path(KUBECONFIG).read_text())
-    ctx_name = doc["current-context"]
-    ctx = next(c for c in doc["contexts"] if c["name"] == ctx_name)["context"]
-    for user in doc["users"]:
-        if user["name"] == ctx["user"]:
-            user["user"]["as"] = f"system:serviceaccount:{namespace}:{sa_name}"
-            user["user"]["as-groups"] = [
-                "system:serviceaccounts",
-                f"system:serviceaccounts:{namespace}",
-                "system:authenticated",
-            ]
-    path = tmp_path / "operator-sa.kubeconfig"
-    path.write_text(yaml.safe_dump(doc))
-    path.chmod(0o600)
-    return str(path)
-
-
-def remove_operator_service_account(namespace: str) -> None:
-    """Delete the cluster-scoped copies :func:`operator_service_account` made for ``namespace``."""
-    suffix = f"-e2e-{namespace}"
-
-    async def go(client: Client) -> None:
-        for kind in ("ClusterRoleBinding", "ClusterRole"):
-            items, _ = await client.list(RBAC[kind])
-            for item in items:
-                if item["metadata"]["name"].endswith(suffix):
-                    await client.delete(RBAC[kind], item["metadata"]["name"], missing_ok=True)
-
-    call(go)
-
-
-@pytest.fixture
-def operator_account(fresh_namespace: str, tmp_path: Path) -> Iterator[str]:
-    """``operator_service_account`` for ``fresh_namespace``, removed afterwards."""
-    try:
-        yield operator_service_account(fresh_namespace, tmp_path)
-    finally:
-        remove_operator_service_account(fresh_namespace)
+    delete_namespace(ns)
 
 
 # --- objects ---
 
 
-def torch_runtime(name: str, image: str = "busybox:1.36", namespace: str | None = None) -> dict[str, Any]:
+def pod_spec(**extra: Any) -> dict[str, Any]:
+    """A trainer pod: container ``node`` on the training image. A short grace period, since test commands are
+    shells that would otherwise sit out the default 30 s when their pod is deleted."""
+    container = {"name": "node", "image": IMAGE, "imagePullPolicy": "IfNotPresent"}
+    return {"terminationGracePeriodSeconds": 2, "containers": [container], **extra}
+
+
+def torch_runtime(
+    name: str, namespace: str | None = None, *, spec: dict[str, Any] | None = None, job: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A torch runtime with one ``node`` replicated job on the training image (a TrainingRuntime in
+    ``namespace``, else a ClusterTrainingRuntime). Commands come from the TrainJob's ``trainer.command``."""
     rjob = {
         "name": "node",
         "template": {
             "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"template": {"spec": {"containers": [{"name": "node", "image": image}]}}},
+            "spec": {**(job or {}), "template": {"spec": spec or pod_spec()}},
         },
     }
     kind = "TrainingRuntime" if namespace else "ClusterTrainingRuntime"
@@ -501,24 +432,147 @@ def trainjob(name: str, namespace: str, runtime: str, kind: str = "TrainingRunti
     }
 
 
-def setup_runtime(ns: str, image: str = "busybox:1.36") -> str:
+def sh(script: str, **trainer: Any) -> dict[str, Any]:
+    """A ``trainer`` that runs ``script`` with sh on the runtime's image."""
+    return {"command": ["sh", "-c", script], **trainer}
+
+
+# Runs until its pod is deleted, then leaves at once (a shell as PID 1 would ignore SIGTERM).
+SLEEP = "trap 'exit 0' TERM; sleep 3600 & wait"
+
+
+def setup_runtime(ns: str, **kwargs: Any) -> str:
     name = uniq("rt")
-    call(lambda c: c.apply(torch_runtime(name, image, namespace=ns)))
+    call(lambda c: c.apply(torch_runtime(name, namespace=ns, **kwargs)))
     return name
 
 
+def status(name: str, ns: str) -> dict[str, Any]:
+    return (get(r.TRAINJOB, name, ns) or {}).get("status") or {}
+
+
 def conditions(name: str, ns: str) -> dict[str, dict[str, Any]]:
-    tj = get(r.TRAINJOB, name, ns) or {}
-    return {c["type"]: c for c in (tj.get("status") or {}).get("conditions") or []}
+    return {c["type"]: c for c in status(name, ns).get("conditions") or []}
 
 
-def complete_jobset(name: str, ns: str) -> None:
-    """Play the JobSet controller: mark the JobSet completed."""
-    cond = {
-        "type": "Completed",
-        "status": "True",
-        "reason": "AllJobsCompleted",
-        "message": "jobset completed successfully",
-        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    call(lambda c: c.patch_status(r.JOBSET, name, ns, {"conditions": [cond]}))
+def finished(name: str, ns: str) -> dict[str, Any] | None:
+    """The TrainJob's Complete or Failed condition once one is True."""
+    conds = conditions(name, ns)
+    return next((conds[t] for t in ("Complete", "Failed") if conds.get(t, {}).get("status") == "True"), None)
+
+
+def wait_finished(name: str, ns: str, timeout: float = 300) -> dict[str, Any]:
+    cond: dict[str, Any] = wait_until(
+        lambda: finished(name, ns), timeout, f"TrainJob {ns}/{name} to finish", lambda: describe_pods(name, ns)
+    )
+    return cond
+
+
+def pods_of(name: str, ns: str) -> list[dict[str, Any]]:
+    return list_of(r.POD, ns, f"{JOBSET_NAME}={name}")
+
+
+def running_pods(name: str, ns: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods_of(name, ns)
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def pod_log(pod: str, ns: str, container: str | None = None) -> str:
+    async def go(client: Client) -> str:
+        try:
+            return "".join([line + "\n" async for line in client.pod_logs(pod, ns, container=container)])
+        except ApiError:
+            return ""
+
+    return str(call(go))
+
+
+def describe_pods(name: str, ns: str, lines: int = 30) -> str:
+    """The TrainJob's pods, their phases and last log lines, and its status: for a failure's message."""
+    out = [f"TrainJob {ns}/{name} status: {status(name, ns)}"]
+    for p in pods_of(name, ns):
+        st = p["status"]
+        waiting = [(c["name"], c.get("state")) for c in st.get("containerStatuses") or []]
+        out.append(f"pod {p['metadata']['name']}: {st.get('phase')} {waiting}")
+        out += ["  " + line for line in pod_log(p["metadata"]["name"], ns).splitlines()[-lines:]]
+    return "\n".join(out)
+
+
+def events_of(kind: str, name: str, ns: str, reason: str | None = None) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in list_of(r.EVENT, ns)
+        if (e["involvedObject"].get("kind"), e["involvedObject"].get("name")) == (kind, name)
+        and (reason is None or e.get("reason") == reason)
+    ]
+
+
+def reconciles(op: DeployedOperator) -> float:
+    """The leader's ``kubetrain_reconcile_total`` (all results)."""
+    leader = op.leader()
+    assert leader is not None
+    return sum(v for k, v in op.metrics(leader).items() if k.startswith("kubetrain_reconcile_total"))
+
+
+def handled_since(op: DeployedOperator, before: float) -> bool:
+    """The leader reconciled something after its count was ``before`` and its work queue is empty, so whatever was
+    queued by then has been handled: how a test knows the operator has seen a change that must *not* have an
+    effect, without guessing a time."""
+    leader = op.leader()
+    if leader is None:
+        return False
+    m = op.metrics(leader)
+    total = sum(v for k, v in m.items() if k.startswith("kubetrain_reconcile_total"))
+    idle = m.get("kubetrain_workqueue_depth", 1) == 0 and m.get("kubetrain_workqueue_processing", 1) == 0
+    return total > before and idle
+
+
+# --- the operator as a local process (only for tests whose subject is the binary on this machine) ---
+
+
+class OperatorProcess:
+    """``kubetrain operator`` as a child process. Only for tests of the binary itself (its flags, its kubeconfig
+    handling): the installed operator reconciles every namespace, so a local one must not be given TrainJobs."""
+
+    def __init__(self, kubeconfig: str, lease_namespace: str, *extra: str, identity: str | None = None) -> None:
+        self.kubeconfig, self.lease_namespace, self.extra, self.identity = kubeconfig, lease_namespace, extra, identity
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.log_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"kt-e2e-operator-{uuid.uuid4().hex[:8]}.log"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kubetrain.cli.main", "operator", "--kubeconfig", self.kubeconfig]
+        cmd += ["--lease-namespace", self.lease_namespace, "--health-port", str(self.health_port)]
+        cmd += ["--status-port", "-1"]
+        if self.identity:
+            cmd += ["--identity", self.identity]
+        return [*cmd, *self.extra]
+
+    def start(self) -> OperatorProcess:
+        self.health_port = free_port()
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+
+        def up() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_until(up, 120, "operator /readyz")
+        return self
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+        self.proc = None

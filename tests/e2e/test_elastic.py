@@ -1,143 +1,68 @@
-"""Elastic TrainJobs on a real API server: `kubectl scale` through the TrainJob's scale subresource (judged by the
-webhook), the operator resizing the JobSet and reporting status.numNodes/selector, and the HPA it creates from
-elasticPolicy.metrics being able to read that subresource (kube-controller-manager's HPA controller)."""
+"""Elastic TrainJobs on the bed: `kubectl scale` through the TrainJob's scale subresource (judged by the installed
+webhook), the operator resizing the real JobSet (in place when the JobSet controller allows it, else by re-creating
+it), torch elastic workers in real pods seeing the new world size, and the HPA the operator creates from
+elasticPolicy.metrics reading that subresource (kube-controller-manager's HPA controller).
+
+The bed's JobSet (v0.8 development build) has no ElasticJobSet feature gate: its webhook keeps ``replicatedJobs``
+immutable, so the operator re-creates the JobSet there; the test follows whichever way the operator reports in its
+``Scaled`` event and checks what that way promises."""
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import json
-import os
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
+import textwrap
 from typing import Any
 
 import pytest
-import yaml
 
-from kubetrain import pki
-from kubetrain.k8s.client import Client, Resource
+from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (
-    KUBECTL,
-    REPO,
-    OperatorProcess,
+    SLEEP,
+    DeployedOperator,
     call,
-    free_port,
+    describe_pods,
+    events_of,
     get,
+    kubectl,
+    kubetrain,
+    pod_log,
+    pod_spec,
+    pods_of,
+    sh,
+    status,
     torch_runtime,
     trainjob,
+    uniq,
     wait_until,
 )
 
 pytestmark = pytest.mark.e2e
-certs = pytest.importorskip("kubetrain.k8s.certs", reason="webhook certificates module not installed")
-names = pytest.importorskip("kubetrain.k8s.webhook.names", reason="webhook package not installed")
-
-VWC = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "", namespaced=False)
-MWC = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "", namespaced=False)
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
 
-
-NUM_NODES_DEFAULT = (
-    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/mlPolicy/properties/numNodes/default"
+# A torch elastic worker as users write one: rejoin, say the world size, keep all-reducing until stopped.
+WORKER = textwrap.dedent(
+    """
+    import os, time, torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    print(f"world size {dist.get_world_size()} rank {dist.get_rank()}", flush=True)
+    while True:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        time.sleep(0.5)
+    """
 )
 
 
-def _trainjob_crd_with_scale(kubeconfig: str) -> None:
-    """This checkout's TrainJob CRD (scale subresource, mutable numNodes), applied over whatever is installed; and
-    no server-side numNodes default in the installed runtime CRDs (it clashes with elasticPolicy: older kubetrain
-    CRDs had one)."""
-    text = subprocess.run([sys.executable, "-m", "kubetrain.cli.main", "crds"], check=True, capture_output=True,
-                          text=True, cwd=REPO).stdout
-    crd = next(d for d in yaml.safe_load_all(text) if d and d["spec"]["names"]["kind"] == "TrainJob")
-    call(lambda c: c.apply(crd))
-    for plural in ("trainingruntimes", "clustertrainingruntimes"):
-        name = f"{plural}.trainer.kubeflow.org"
-        live = json.loads(kubectl("get", "crd", name, "-o", "json", quiet=True).stdout)
-        ml = live["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["mlPolicy"]
-        if "default" in ml["properties"]["numNodes"]:
-            kubectl("patch", "crd", name, "--type=json", "-p",
-                    json.dumps([{"op": "remove", "path": NUM_NODES_DEFAULT}]))
-
-    def served() -> bool:
-        live = get(r.CRD, crd["metadata"]["name"], None) or {}
-        version = (live.get("spec") or {}).get("versions", [{}])[0]
-        return "scale" in (version.get("subresources") or {})
-
-    wait_until(served, 60, "the TrainJob CRD with its scale subresource")
-
-
-@pytest.fixture
-def elastic_env(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[str]:
-    """The operator with its webhook, registered (URL clientConfig) for this namespace's TrainJobs, their scale
-    subresource and the defaulter."""
-    _trainjob_crd_with_scale(kubeconfig)
-    now = dt.datetime.now(dt.UTC)
-    ca_cert, ca_key = pki.generate_ca(now)
-    cert, key = pki.generate_serving_cert(ca_cert, ca_key, ["127.0.0.1", "localhost"], now)
-    bundle = certs.CertBundle(ca_cert=ca_cert, ca_key=ca_key, cert=cert, key=key)
-    certs.write_cert_dir(bundle, tmp_path / "certs")
-    port = free_port()
-    op = OperatorProcess(kubeconfig, namespace, "--namespace", namespace, "--webhook-port", str(port),
-                         "--webhook-cert-dir", str(tmp_path / "certs")).start()
-    config_name = f"kt-e2e-el-{uuid.uuid4().hex[:6]}"
-
-    def hook(name: str, path: str, resources: list[str]) -> dict[str, Any]:
-        return {
-            "name": name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}",
-                             "caBundle": base64.b64encode(bundle.ca_cert).decode()},
-            "rules": [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"],
-                       "operations": ["CREATE", "UPDATE"], "resources": resources}],
-        }
-
-    validating = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": config_name},
-        "webhooks": [hook(names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB, ["trainjobs", "trainjobs/scale"])],
-    }
-    mutating = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": config_name},
-        "webhooks": [hook(names.WEBHOOK_DEFAULTER_TRAINJOB, names.MUTATE_TRAINJOB, ["trainjobs"])],
-    }
-    call(lambda c: c.create(validating, resource=VWC))
-    call(lambda c: c.create(mutating, resource=MWC))
-    try:
-        yield namespace
-    finally:
-        call(lambda c: c.delete(VWC, config_name, missing_ok=True))
-        call(lambda c: c.delete(MWC, config_name, missing_ok=True))
-        op.stop()
-
-
-def elastic_runtime(name: str, namespace: str) -> dict[str, Any]:
-    rt = torch_runtime(name, namespace=namespace)
-    rt["spec"]["mlPolicy"] = {"torch": {"elasticPolicy": {"minNodes": 1, "maxNodes": 8, "maxRestarts": 3,
-                                                          "metrics": [CPU]}}}
-    node = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    node["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+def elastic_runtime(name: str, namespace: str, max_nodes: int, metrics: list[dict[str, Any]] | None = None) -> dict:
+    spec = pod_spec()
+    spec["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}
+    rt = torch_runtime(name, namespace, spec=spec)
+    policy: dict[str, Any] = {"minNodes": 1, "maxNodes": max_nodes, "maxRestarts": 3}
+    if metrics:
+        policy["metrics"] = metrics
+    rt["spec"]["mlPolicy"] = {"torch": {"numProcPerNode": 1, "elasticPolicy": policy}}
     return rt
-
-
-def kubectl(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-    if KUBECTL is None:
-        pytest.skip("kubectl not found: put it on PATH or set KUBETRAIN_E2E_KUBECTL")
-    env = dict(os.environ, KUBECONFIG=os.environ["KUBETRAIN_E2E_KUBECONFIG"])
-    out = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env)
-    if not quiet:  # shown with pytest -s: what a user would see
-        print(f"$ kubectl {' '.join(args)}\n{out.stdout}{out.stderr}", end="")
-    if check and out.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} exited {out.returncode}: {out.stderr}")
-    return out
 
 
 def node_parallelism(name: str, namespace: str) -> int | None:
@@ -149,77 +74,124 @@ def node_parallelism(name: str, namespace: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def test_kubectl_scale_reaches_the_jobset_and_out_of_range_is_refused(elastic_env: str) -> None:
-    ns = elastic_env
-    call(lambda c: c.apply(elastic_runtime("elastic", ns)))
-    call(lambda c: c.create(trainjob("scaled", ns, "elastic", trainer={"numNodes": 2})))
-    wait_until(lambda: node_parallelism("scaled", ns) == 2, 60, "JobSet with 2 nodes")
+def world_sizes(name: str, ns: str, skip: set[str]) -> list[int]:
+    """The world sizes the workers of pods not in ``skip`` (uids) printed."""
+    sizes = []
+    for pod in pods_of(name, ns):
+        if pod["metadata"]["uid"] in skip or pod["status"].get("phase") != "Running":
+            continue
+        for line in pod_log(pod["metadata"]["name"], ns).splitlines():
+            if line.startswith("world size "):
+                sizes.append(int(line.split()[2]))
+    return sizes
 
-    kubectl("scale", "trainjob/scaled", "-n", ns, "--replicas=3")
-    assert get(r.TRAINJOB, "scaled", ns)["spec"]["trainer"]["numNodes"] == 3
-    wait_until(lambda: node_parallelism("scaled", ns) == 3, 60, "the JobSet resized to 3 nodes")
-    status = wait_until(lambda: (get(r.TRAINJOB, "scaled", ns) or {}).get("status", {}).get("numNodes") == 3
-                        and get(r.TRAINJOB, "scaled", ns)["status"], 60, "status.numNodes 3")
-    assert status["selector"] == "jobset.sigs.k8s.io/jobset-name=scaled,jobset.sigs.k8s.io/replicatedjob-name=node"
-    scale = json.loads(kubectl("get", "trainjob/scaled", "-n", ns, "--subresource=scale", "-o", "json").stdout)
+
+def scaled_event(name: str, ns: str, before: int, after: int) -> str | None:
+    for e in events_of("TrainJob", name, ns, "Scaled"):
+        if e["message"].startswith(f"trainer nodes {before} -> {after}: "):
+            return str(e["message"])
+    return None
+
+
+def test_kubectl_scale_reaches_the_workers_and_out_of_range_is_refused(
+    namespace: str, operator: DeployedOperator
+) -> None:
+    ns, rt, name = namespace, uniq("elastic"), uniq("scaled")
+    call(lambda c: c.apply(elastic_runtime(rt, ns, max_nodes=8)))
+    trainer = {"command": ["torchrun", "--no-python", "python3", "-c", WORKER], "numNodes": 2}
+    call(lambda c: c.create(trainjob(name, ns, rt, trainer=trainer)))
+    wait_until(lambda: world_sizes(name, ns, set()).count(2) >= 2, 300, "both workers in a world of 2",
+               lambda: describe_pods(name, ns))  # fmt: skip
+    first_js = get(r.JOBSET, name, ns)
+    assert first_js is not None
+    old_pods = {p["metadata"]["uid"] for p in pods_of(name, ns)}
+
+    kubectl("scale", "trainjob/" + name, "-n", ns, "--replicas=3")
+    assert (get(r.TRAINJOB, name, ns) or {})["spec"]["trainer"]["numNodes"] == 3
+    message = wait_until(lambda: scaled_event(name, ns, 2, 3), 120, "the operator's Scaled event")
+    print("Scaled:", message)
+    wait_until(lambda: node_parallelism(name, ns) == 3, 120, "the JobSet with 3 nodes")
+    js = get(r.JOBSET, name, ns) or {}
+    if "re-creating the JobSet" in message:
+        assert js["metadata"]["uid"] != first_js["metadata"]["uid"]
+        assert status(name, ns)["scaling"]["recreations"] == 1
+        skip = old_pods  # every pod is new
+    else:
+        assert message.endswith("JobSet resized in place"), message
+        assert js["metadata"]["uid"] == first_js["metadata"]["uid"]
+        skip = set()  # the old pods stay and their agents re-form the group
+    explain = lambda: describe_pods(name, ns)  # noqa: E731
+    wait_until(lambda: 3 in world_sizes(name, ns, skip), 300, "the workers in a world of 3", explain)
+
+    st = wait_until(lambda: (s := status(name, ns)).get("numNodes") == 3 and s, 120, "status.numNodes 3")
+    selector = f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node"
+    assert st["selector"] == selector
+    scale = json.loads(kubectl("get", f"trainjob/{name}", "-n", ns, "--subresource=scale", "-o", "json").stdout)
     assert scale["kind"] == "Scale" and scale["spec"]["replicas"] == 3
-    assert scale["status"] == {"replicas": 3, "selector": status["selector"]}
+    assert scale["status"] == {"replicas": 3, "selector": selector}
 
-    refused = kubectl("scale", "trainjob/scaled", "-n", ns, "--replicas=9", check=False)
+    refused = kubectl("scale", f"trainjob/{name}", "-n", ns, "--replicas=9", check=False)
     assert refused.returncode != 0
     assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request' in refused.stderr
     assert "spec.trainer.numNodes: must be between elasticPolicy minNodes (1) and maxNodes (8), got 9" in refused.stderr
-    assert get(r.TRAINJOB, "scaled", ns)["spec"]["trainer"]["numNodes"] == 3
+    assert (get(r.TRAINJOB, name, ns) or {})["spec"]["trainer"]["numNodes"] == 3
 
-    # kubetrain's own verb goes the same way.
-    out = subprocess.run([sys.executable, "-m", "kubetrain.cli.main", "scale", "trainjob", "scaled", "--replicas",
-                          "2", "-n", ns, "--kubeconfig", os.environ["KUBETRAIN_E2E_KUBECONFIG"]],
-                         capture_output=True, text=True, cwd=REPO)
-    print(f"$ kubetrain scale trainjob scaled --replicas 2\n{out.stdout}{out.stderr}", end="")
-    assert out.returncode == 0 and out.stdout == "trainjob.trainer.kubeflow.org/scaled scaled\n", out.stderr
-    wait_until(lambda: node_parallelism("scaled", ns) == 2, 60, "the JobSet resized to 2 nodes")
+    # kubetrain's own verb goes the same way, down.
+    before = {p["metadata"]["uid"] for p in pods_of(name, ns)}
+    out = kubetrain("scale", "trainjob", name, "--replicas", "2", "-n", ns)
+    assert out.stdout == f"trainjob.trainer.kubeflow.org/{name} scaled\n", out.stderr
+    wait_until(lambda: node_parallelism(name, ns) == 2, 120, "the JobSet resized to 2 nodes")
+    down = scaled_event(name, ns, 3, 2) or ""
+    wait_until(
+        lambda: world_sizes(name, ns, before if "re-creating" in down else set()).count(2) >= 1,
+        300,
+        "the workers in a world of 2 again",
+        lambda: describe_pods(name, ns),
+    )
+    call(lambda c: c.delete(r.TRAINJOB, name, ns))
 
 
-def test_static_trainjob_cannot_be_scaled(elastic_env: str) -> None:
-    ns = elastic_env
-    call(lambda c: c.apply(torch_runtime("static", namespace=ns)))
-    call(lambda c: c.create(trainjob("fixed", ns, "static", trainer={"numNodes": 1})))
-    refused = kubectl("scale", "trainjob/fixed", "-n", ns, "--replicas=2", check=False)
+def test_a_static_trainjob_cannot_be_scaled(namespace: str, operator: DeployedOperator) -> None:
+    ns, rt, name = namespace, uniq("static"), uniq("fixed")
+    call(lambda c: c.apply(torch_runtime(rt, ns)))
+    call(lambda c: c.create(trainjob(name, ns, rt, trainer=sh("true", numNodes=1))))
+    refused = kubectl("scale", f"trainjob/{name}", "-n", ns, "--replicas=2", check=False)
     assert refused.returncode != 0
-    assert ("numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and TrainingRuntime "
-            '"static" has none (numNodes 1 -> 2)') in refused.stderr
+    assert (
+        "numNodes can change only when the runtime has mlPolicy.torch.elasticPolicy, and TrainingRuntime "
+        f'"{rt}" has none (numNodes 1 -> 2)'
+    ) in refused.stderr
 
 
-def test_hpa_is_created_owned_and_reads_the_scale_subresource(elastic_env: str) -> None:
-    ns = elastic_env
-    call(lambda c: c.apply(elastic_runtime("auto", ns)))
+def test_the_hpa_is_created_owned_and_reads_the_scale_subresource(namespace: str, operator: DeployedOperator) -> None:
+    ns, rt, name = namespace, uniq("auto"), uniq("auto")
+    call(lambda c: c.apply(elastic_runtime(rt, ns, max_nodes=3, metrics=[CPU])))
     # No numNodes: the defaulter sets it (maxNodes), so the scale subresource can be read at all.
-    tj = call(lambda c: c.create(trainjob("auto", ns, "auto")))
-    assert tj["spec"]["trainer"]["numNodes"] == 8
-    hpa = wait_until(lambda: get(r.HPA, "auto", ns), 60, "the HPA")
+    tj = call(lambda c: c.create(trainjob(name, ns, rt, trainer=sh(SLEEP))))
+    assert tj["spec"]["trainer"]["numNodes"] == 3
+    hpa = wait_until(lambda: get(r.HPA, name, ns), 120, "the HPA")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                                             "name": "auto"}
-    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"], hpa["spec"]["metrics"]) == (1, 8, [CPU])
+                                             "name": name}  # fmt: skip
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"], hpa["spec"]["metrics"]) == (1, 3, [CPU])
     owner = hpa["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
-        "TrainJob", "auto", tj["metadata"]["uid"], True)
+        "TrainJob", name, tj["metadata"]["uid"], True)  # fmt: skip
 
     def able_to_scale() -> dict[str, Any] | None:
-        live = get(r.HPA, "auto", ns) or {}
+        live = get(r.HPA, name, ns) or {}
         conds = {c["type"]: c for c in (live.get("status") or {}).get("conditions") or []}
         return conds if "AbleToScale" in conds else None
 
     # kube-controller-manager's HPA controller syncs every 15 s; it reads the TrainJob's scale subresource.
-    conds = wait_until(able_to_scale, 120, "the HPA controller to report AbleToScale")
+    conds = wait_until(able_to_scale, 180, "the HPA controller to report AbleToScale")
     print(json.dumps(conds, indent=1))
     assert conds["AbleToScale"]["status"] == "True", conds
     assert conds["AbleToScale"]["reason"] in ("SucceededGetScale", "ReadyForNewScale", "SucceededRescale"), conds
-    status = get(r.HPA, "auto", ns)["status"]
-    assert status.get("currentReplicas") == 8, status  # status.numNodes through the scale subresource
+    assert (get(r.HPA, name, ns) or {})["status"].get("currentReplicas") == 3  # status.numNodes via the subresource
 
     async def delete(client: Client) -> None:
-        await client.delete(r.TRAINJOB, "auto", ns)
+        await client.delete(r.TRAINJOB, name, ns)
 
     call(delete)
     # ownerReference garbage collection (kube-controller-manager) takes the HPA with its TrainJob.
-    wait_until(lambda: get(r.HPA, "auto", ns) is None, 120, "the HPA to be collected with its TrainJob")
+    wait_until(lambda: get(r.HPA, name, ns) is None, 180, "the HPA to be collected with its TrainJob")

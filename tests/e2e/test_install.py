@@ -1,21 +1,19 @@
-"""Installing kubetrain the ways the docs say, on a real API server: the CRDs it accepts (size, CEL cost,
-structure), what they enforce without the webhook, and `kubectl apply --server-side` of the kustomize tree and
-of the Helm chart's rendered output (server-side dry-run: everything but persisting)."""
+"""The installed CRDs on the bed: accepted by the API server (size, CEL cost, structure) exactly as this checkout
+generates them, what their schemas enforce before any webhook sees an object, and why `--server-side` is required.
+Installing, upgrading and uninstalling for real: test_install_lifecycle.py."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
 from tests.api.celcost import PER_RULE_LIMIT, crd_rule_costs
-from tests.e2e.conftest import REPO, call, get, kubectl, setup_runtime, trainjob, uniq
+from tests.e2e.conftest import IMAGE, REPO, DeployedOperator, call, get, kubectl, setup_runtime, trainjob, uniq
 
 pytestmark = pytest.mark.e2e
 
@@ -30,54 +28,15 @@ def test_crds_are_established_with_every_cel_rule(kubeconfig: str) -> None:
 
 
 def test_the_server_stores_the_crds_exactly_as_generated(kubeconfig: str) -> None:
-    """If the API server normalised anything (an empty `properties` it drops, a default it adds), a second field
-    manager's server-side apply of the same files would conflict on `spec.versions`, an atomic list."""
+    """The installed CRDs are this checkout's. If the API server normalised anything (an empty `properties` it
+    drops, a default it adds), a second field manager's server-side apply of the same files would conflict on
+    `spec.versions`, an atomic list."""
     from kubetrain.api.crd import generate_crds
 
     for crd in generate_crds():
         live = get(r.CRD, crd["metadata"]["name"], None)
         assert live is not None
         assert live["spec"]["versions"] == crd["spec"]["versions"], crd["metadata"]["name"]
-
-
-def _ensure_namespace(name: str) -> None:
-    async def go(client: Client) -> None:
-        try:
-            await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-
-    call(go)
-
-
-def test_kustomize_tree_applies_server_side(kubeconfig: str) -> None:
-    """`kubectl apply --server-side -k manifests/`, as docs/install.md says (dry-run: the server validates and
-    admits every object, CRD schemas and all, then stores nothing)."""
-    _ensure_namespace("kubeflow-system")  # a dry-run creates no namespace for the objects that follow
-    out = kubectl("apply", "--server-side", "--dry-run=server", "-k", str(REPO / "manifests"))
-    applied = [line for line in out.stdout.splitlines() if line.strip()]
-    assert applied and all("serverside-applied (server dry run)" in line for line in applied), out.stdout
-    for kind in ("customresourcedefinition", "clustertrainingruntime", "deployment", "validatingwebhookconfiguration"):
-        assert any(line.startswith(kind) for line in applied), kind
-
-
-def test_helm_chart_output_applies_server_side(kubeconfig: str, tmp_path: Path) -> None:
-    helm = pytest.importorskip("helm_python", reason="helm-python-sdk (Helm's Go SDK) not installed")
-    chart = REPO / "charts" / "kubetrain"
-    with helm.Chart.load(str(chart)) as loaded:
-        rendered = loaded.render(None, name="kubetrain", namespace="kubeflow-system")
-    docs = [
-        d for path, text in sorted(rendered.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d
-    ]
-    crds = [yaml.safe_load(p.read_text()) for p in sorted((chart / "crds").glob("*.yaml"))]
-    _ensure_namespace("kubeflow-system")
-    for name, objects in (("crds", crds), ("templates", docs)):
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump_all(objects))
-        out = kubectl("apply", "--server-side", "--dry-run=server", "-f", str(path))
-        lines = [line for line in out.stdout.splitlines() if line.strip()]
-        assert len(lines) == len(objects) and all("serverside-applied (server dry run)" in x for x in lines), out.stdout
 
 
 def test_client_side_apply_of_the_crds_fails_as_the_docs_warn(kubeconfig: str) -> None:
@@ -109,9 +68,9 @@ def test_kubectl_explain_documents_kubernetes_fields(kubeconfig: str, path: str,
         assert re.search(rf"^\s+{field}\s", out, re.M), out
 
 
-def test_without_the_webhook_the_server_prunes_and_type_checks_pod_specs(kubeconfig: str, namespace: str) -> None:
-    """No webhook here (the namespace has none registered): the CRD schema alone drops a misspelt field and
-    refuses a bad quantity."""
+def test_the_crd_schema_prunes_and_type_checks_pod_specs(namespace: str, operator: DeployedOperator) -> None:
+    """The CRD schema, before any webhook: the API server drops a misspelt field while decoding and refuses a bad
+    quantity with the field's path."""
     rt = setup_runtime(namespace)
     name = uniq("tj")
     patch = {
@@ -145,15 +104,16 @@ def test_without_the_webhook_the_server_prunes_and_type_checks_pod_specs(kubecon
     assert err.status == 422 and "spec.trainer.resourcesPerNode.limits.cpu" in err.message
 
 
-def test_cel_rules_run_on_the_server(kubeconfig: str, namespace: str) -> None:
+def test_cel_rules_run_on_the_server(namespace: str, operator: DeployedOperator) -> None:
     rt = setup_runtime(namespace)
     name = uniq("tj")
-    call(lambda c: c.create(trainjob(name, namespace, rt, trainer={"numNodes": 1, "image": "busybox:1.36"})))
+    trainer = {"numNodes": 1, "image": IMAGE, "command": ["true"]}
+    call(lambda c: c.create(trainjob(name, namespace, rt, trainer=trainer)))
 
     async def change(client: Client) -> ApiError:
         try:
             # The image, not numNodes: numNodes may change for an elastic runtime, which only the webhook knows.
-            await client.merge_patch(r.TRAINJOB, name, namespace, {"spec": {"trainer": {"image": "busybox:1.37"}}})
+            await client.merge_patch(r.TRAINJOB, name, namespace, {"spec": {"trainer": {"image": "localhost/other:1"}}})
         except ApiError as exc:
             return exc
         raise AssertionError("the trainer changed after creation")

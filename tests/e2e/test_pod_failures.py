@@ -3,10 +3,8 @@ gives up and deletes the pod, JobSet fails. The TrainJob must still say why (``s
 events, the ``Failed`` message with the step, exit code, reason and last log lines), and ``kubetrain describe``
 must show it after the pod is gone.
 
-Needs a Ready node, the JobSet controller and an image with ``sh`` and ``python3`` that the node has:
-``KUBETRAIN_E2E_IMAGE`` (default ``localhost/kubetrain-train:dev``, the one-node bed's training image). The
-operator is the one deployed in ``kubeflow-system`` when there is one (the bed: roll out this checkout's image
-first, docs/operator.md), else a local ``kubetrain operator`` process for the test's namespace.
+Runs on the bed (conftest): real pods on the training image (``KUBETRAIN_E2E_IMAGE``, with ``sh`` and ``python3``),
+the JobSet controller, and the installed operator in its pod.
 """
 
 from __future__ import annotations
@@ -14,60 +12,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from kubetrain.k8s.client import Client, NotFound, Resource
+from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
-from tests.e2e.conftest import REPO, OperatorProcess, call, get, uniq, wait_until
+from tests.e2e.conftest import IMAGE, REPO, DeployedOperator, call, get, uniq, wait_until
 
 pytestmark = pytest.mark.e2e
-
-IMAGE = os.environ.get("KUBETRAIN_E2E_IMAGE", "localhost/kubetrain-train:dev")
-NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
-DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 
-def _ready_nodes() -> list[str]:
-    async def go(client: Client) -> list[str]:
-        items, _ = await client.list(NODE)
-        return [
-            n["metadata"]["name"]
-            for n in items
-            if any(c.get("type") == "Ready" and c.get("status") == "True" for c in n["status"].get("conditions") or [])
-        ]
-
-    names: list[str] = call(go)
-    return names
-
-
-def _deployed_operator() -> bool:
-    async def go(client: Client) -> bool:
-        try:
-            dep = await client.get(DEPLOYMENT, "kubetrain-operator", "kubeflow-system")
-        except NotFound:
-            return False
-        return int((dep.get("status") or {}).get("readyReplicas") or 0) > 0
-
-    return bool(call(go))
-
-
 @pytest.fixture
-def cluster_operator(kubeconfig: str, fresh_namespace: str) -> Iterator[str]:
-    """A namespace where an operator reconciles TrainJobs and real pods run."""
-    if not _ready_nodes():
-        pytest.skip("needs a Ready node with a kubelet and the JobSet controller (e.g. shared/tools/k8s-node)")
-    if _deployed_operator():
-        yield fresh_namespace
-        return
-    op = OperatorProcess(kubeconfig, fresh_namespace, "--namespace", fresh_namespace).start()
-    try:
-        yield fresh_namespace
-    finally:
-        op.stop()
+def cluster_operator(fresh_namespace: str, operator: DeployedOperator) -> str:
+    """A namespace where the installed operator reconciles TrainJobs and real pods run."""
+    return fresh_namespace
 
 
 def runtime(name: str, ns: str, pod_spec: dict[str, Any], backoff_limit: int) -> dict[str, Any]:
@@ -153,7 +113,8 @@ def kubetrain(*args: str) -> str:
 
 def test_a_crash_loop_is_visible_while_it_runs_and_readable_after_the_pod_is_gone(cluster_operator: str) -> None:
     ns = cluster_operator
-    script = 'echo "epoch 0 loss 2.30"; echo "ValueError: boom" >&2; exit 3'
+    # The two streams reach the kubelet's log through separate pipes: a pause keeps their order.
+    script = 'echo "epoch 0 loss 2.30"; sleep 1; echo "ValueError: boom" >&2; exit 3'
     pod_spec = {"restartPolicy": "OnFailure", "containers": [node_container(script)]}
     name = start(ns, pod_spec, backoff_limit=2)  # two or three runs, ~10 s and ~20 s of CrashLoopBackOff apart
 

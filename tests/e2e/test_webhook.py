@@ -1,4 +1,5 @@
-"""The admission webhook, served by the operator process on 127.0.0.1 and called by the real API server."""
+"""The admission webhook as installed: served by the operator pods behind Service ``kubetrain-operator`` and called by
+the API server through the webhook configurations of manifests/webhook."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ import pytest
 
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
-from tests.e2e.conftest import CTR, Webhook, call, torch_runtime, trainjob, uniq, wait_until
+from tests.e2e.conftest import CTR, DeployedOperator, call, sh, torch_runtime, trainjob, uniq, wait_until
 
 pytestmark = pytest.mark.e2e
 
 
-def test_bad_trainjob_is_rejected_with_the_field_error(webhook: Webhook) -> None:
+def test_bad_trainjob_is_rejected_with_the_field_error(namespace: str, operator: DeployedOperator) -> None:
     async def go(client: Client) -> ApiError:
         try:
-            await client.create(trainjob("bad", webhook.namespace, "does-not-exist"))
+            await client.create(trainjob("bad", namespace, "does-not-exist"))
         except ApiError as exc:
             return exc
         raise AssertionError("the API server accepted a TrainJob referencing a missing runtime")
@@ -25,7 +26,9 @@ def test_bad_trainjob_is_rejected_with_the_field_error(webhook: Webhook) -> None
     assert 'TrainingRuntime "does-not-exist" not found' in err.message
 
 
-def test_a_long_warning_arrives_whole_and_brief_with_the_details_in_an_event(webhook: Webhook) -> None:
+def test_a_long_warning_arrives_whole_and_brief_with_the_details_in_an_event(
+    namespace: str, operator: DeployedOperator
+) -> None:
     """The deprecation notice is 200 characters upstream; the client gets at most 120, unmangled, and
     `kubectl describe trainjob` shows the complete text."""
     rt_name = uniq("kt-old")
@@ -37,7 +40,8 @@ def test_a_long_warning_arrives_whole_and_brief_with_the_details_in_an_event(web
         await client.apply(rt)
         try:
             client.session.warnings.clear()
-            created = await client.create(trainjob(job, webhook.namespace, rt_name, kind="ClusterTrainingRuntime"))
+            tj = trainjob(job, namespace, rt_name, kind="ClusterTrainingRuntime", trainer=sh("true"))
+            created = await client.create(tj)
             return list(client.session.warnings), created["metadata"]["uid"]
         finally:
             await client.delete(CTR, rt_name, missing_ok=True)
@@ -49,7 +53,7 @@ def test_a_long_warning_arrives_whole_and_brief_with_the_details_in_an_event(web
 
     def event() -> dict | None:
         async def go(client: Client) -> list[dict]:
-            items, _ = await client.list(r.EVENT, webhook.namespace)
+            items, _ = await client.list(r.EVENT, namespace)
             return items
 
         for e in call(go):
@@ -64,7 +68,7 @@ def test_a_long_warning_arrives_whole_and_brief_with_the_details_in_an_event(web
     assert "runtime-deprecation-policy" in ev["message"]
 
 
-def test_a_dry_run_gets_the_warning_but_records_no_event(webhook: Webhook) -> None:
+def test_a_dry_run_gets_the_warning_but_records_no_event(namespace: str, operator: DeployedOperator) -> None:
     rt_name = uniq("kt-old")
     rt = torch_runtime(rt_name)
     rt["metadata"]["labels"]["trainer.kubeflow.org/support"] = "deprecated"
@@ -74,8 +78,8 @@ def test_a_dry_run_gets_the_warning_but_records_no_event(webhook: Webhook) -> No
         await client.apply(rt)
         try:
             client.session.warnings.clear()
-            obj = trainjob(job, webhook.namespace, rt_name, kind="ClusterTrainingRuntime")
-            await client.session.request("POST", r.TRAINJOB.path(webhook.namespace), params={"dryRun": "All"}, body=obj)
+            obj = trainjob(job, namespace, rt_name, kind="ClusterTrainingRuntime", trainer=sh("true"))
+            await client.session.request("POST", r.TRAINJOB.path(namespace), params={"dryRun": "All"}, body=obj)
             return list(client.session.warnings)
         finally:
             await client.delete(CTR, rt_name, missing_ok=True)
@@ -84,7 +88,7 @@ def test_a_dry_run_gets_the_warning_but_records_no_event(webhook: Webhook) -> No
     assert warning.startswith("deprecated runtime: ") and not warning.endswith("; see Events")
 
     async def events(client: Client) -> list[dict]:
-        items, _ = await client.list(r.EVENT, webhook.namespace)
+        items, _ = await client.list(r.EVENT, namespace)
         return [e for e in items if e["involvedObject"].get("name") == job]
 
     assert call(events) == []
