@@ -27,7 +27,7 @@ from kubetrain.api.loader import load_file
 from kubetrain.api.podsecurity import Level, evaluate
 from kubetrain.compiler import compile_trainjob, fixed_keygen
 from kubetrain.compiler.podsecurity import probe_trainjob
-from kubetrain.k8s.client import ApiError, Client, Invalid
+from kubetrain.k8s.client import ApiError, Client, Conflict, Invalid
 from kubetrain.k8s.client import resources as r
 from kubetrain.runtimes import builtin_runtimes
 from tests.api.test_podsecurity import ALL_CASES
@@ -221,19 +221,24 @@ def dry_run_ephemeral(pod: dict[str, Any]) -> tuple[str, str]:
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
 
     async def go(client: Client) -> tuple[str, str]:
-        created = await client.create(base)
+        current = await client.create(base)
         try:
-            created["spec"]["ephemeralContainers"] = ephemeral
             path = r.POD.path(ns, name, "ephemeralcontainers")
-            try:
-                await client.session.request("PUT", path, params={"dryRun": "All"}, body=created)
-            except Invalid as exc:
-                return "invalid", exc.message
-            except ApiError as exc:
-                if exc.status == 403 and "violates PodSecurity" in exc.message:
-                    return "forbidden", exc.message
-                raise
-            return "allowed", ""
+            while True:
+                current["spec"]["ephemeralContainers"] = ephemeral
+                try:
+                    await client.session.request("PUT", path, params={"dryRun": "All"}, body=current)
+                except Conflict:
+                    # The scheduler or the kubelet changed the pod since it was read: read it again.
+                    current = await client.get(r.POD, name, ns)
+                    continue
+                except Invalid as exc:
+                    return "invalid", exc.message
+                except ApiError as exc:
+                    if exc.status == 403 and "violates PodSecurity" in exc.message:
+                        return "forbidden", exc.message
+                    raise
+                return "allowed", ""
         finally:
             await client.delete(r.POD, name, ns, missing_ok=True)
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
+import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -108,3 +114,85 @@ def test_missing_kubeconfig_context_is_a_clean_error(tmp_path: Path) -> None:
         pytest.raises(KubetrainError, match="no context named 'prod'"),
     ):
         ClusterBackend(kubeconfig, "prod")
+
+
+def _interrupt_when(started: threading.Event) -> threading.Thread:
+    """Ctrl-C to this process once ``started`` is set (from inside the loop, so the loop is running then)."""
+
+    def go() -> None:
+        assert started.wait(30)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_ctrl_c_while_a_stream_waits_cancels_it_and_cleans_up(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (_, kubeconfig):
+        backend = ClusterBackend(kubeconfig, None)
+        started, cleaned = threading.Event(), []
+
+        async def stream() -> AsyncIterator[int]:
+            try:
+                yield 1
+                started.set()
+                await asyncio.Event().wait()  # a watch with nothing to say
+                yield 2
+            finally:
+                cleaned.append("closed")
+
+        items = backend._iterate(stream(), "a stream")
+        assert next(items) == 1
+        thread = _interrupt_when(started)
+        with pytest.raises(KeyboardInterrupt):
+            next(items)
+        thread.join()
+        assert cleaned == ["closed"]
+        # Python's own handler is back: Ctrl-C outside the loop raises as usual.
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        backend.close()
+
+
+def test_ctrl_c_leaves_even_when_a_clean_up_never_ends(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (_, kubeconfig):
+        backend = ClusterBackend(kubeconfig, None)
+        backend.CLEANUP_TIMEOUT = 0.5
+        started = threading.Event()
+
+        async def stubborn() -> AsyncIterator[int]:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                # A clean-up that waits on a peer that never answers (a half-read stream, a stuck connection).
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.Event().wait()
+                await asyncio.Event().wait()
+            yield 0
+
+        thread = _interrupt_when(started)
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            next(backend._iterate(stubborn(), "a stream"))
+        thread.join()
+        # Bounded by the two clean-up waits (the step, then the generator's close), not by the peer.
+        assert time.monotonic() - t0 < 20
+
+
+def test_ctrl_c_during_a_single_call_raises_keyboard_interrupt(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (_, kubeconfig):
+        backend = ClusterBackend(kubeconfig, None)
+        started = threading.Event()
+
+        async def slow_call() -> int:
+            started.set()
+            await asyncio.Event().wait()
+            return 0
+
+        thread = _interrupt_when(started)
+        with pytest.raises(KeyboardInterrupt):
+            backend._run(slow_call())
+        thread.join()
+        assert backend._run(asyncio.sleep(0, result=7)) == 7  # the loop is still usable
+        backend.close()

@@ -2,14 +2,18 @@
 
 Implements ``kubetrain.api.views.Backend`` structurally. The CLI is synchronous and the client is async, so
 the backend owns one private event loop and runs each call to completion on it; streams (logs, watches) are
-async generators driven one item at a time, so Ctrl-C between two items leaves nothing running.
+async generators driven one item at a time, so Ctrl-C between two items leaves nothing running. While the loop runs,
+Ctrl-C cancels what it runs through the loop instead of raising inside whatever callback was running (a
+``KeyboardInterrupt`` there can leave a stream half-read and the clean-up waiting on it for ever).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
@@ -82,8 +86,58 @@ class ClusterBackend:
         with contextlib.suppress(Exception):
             self.close()
 
+    # What the clean-up of an interrupted stream may take before the command leaves anyway.
+    CLEANUP_TIMEOUT = 5.0
+
     def _run(self, coro: Awaitable[T]) -> T:
-        return self._loop.run_until_complete(coro)
+        return self._until_done(asyncio.ensure_future(coro, loop=self._loop))
+
+    def _until_done(self, fut: asyncio.Future[T]) -> T:
+        """Run the loop until ``fut`` is done; Ctrl-C cancels ``fut`` and raises ``KeyboardInterrupt`` here."""
+        interrupted = False
+        give_up: asyncio.TimerHandle | None = None
+
+        def on_interrupt() -> None:
+            nonlocal interrupted, give_up
+            interrupted = True
+            fut.cancel()
+            if give_up is None:
+                # A task that ignores its cancellation must not keep the command waiting.
+                give_up = self._loop.call_later(self.CLEANUP_TIMEOUT, self._loop.stop)
+
+        installed = False
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                self._loop.add_signal_handler(signal.SIGINT, on_interrupt)
+                installed = True
+        try:
+            result = self._loop.run_until_complete(fut)
+        except (asyncio.CancelledError, RuntimeError):
+            # RuntimeError: the loop was stopped by ``give_up`` before ``fut`` finished.
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            if give_up is not None:
+                give_up.cancel()
+            if installed:
+                # Puts Python's own SIGINT handler back, so Ctrl-C between two loop runs raises as usual.
+                self._loop.remove_signal_handler(signal.SIGINT)
+        if interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    def _settle(self, aw: Awaitable[Any]) -> None:
+        """Clean-up after an interrupt or an early stop: bounded, and never raising."""
+        with contextlib.suppress(BaseException):
+            task = asyncio.ensure_future(aw, loop=self._loop)
+            # asyncio.wait, not wait_for: wait_for would wait on for a task that ignores its cancellation.
+            self._loop.run_until_complete(asyncio.wait({task}, timeout=self.CLEANUP_TIMEOUT))
+            if not task.done():
+                task.cancel()
 
     def _iterate(self, agen: AsyncIterator[T], what: str) -> Iterator[T]:
         it = self._drive(agen, what)
@@ -97,7 +151,7 @@ class ClusterBackend:
             while True:
                 step = asyncio.ensure_future(agen.__anext__(), loop=self._loop)
                 try:
-                    item = self._loop.run_until_complete(step)
+                    item = self._until_done(step)
                 except StopAsyncIteration:
                     return
                 except ApiError as exc:
@@ -105,13 +159,11 @@ class ClusterBackend:
                 except BaseException:
                     if not step.done():
                         step.cancel()
-                        with contextlib.suppress(BaseException):
-                            self._loop.run_until_complete(step)
+                        self._settle(step)
                     raise
                 yield item
         finally:
-            with contextlib.suppress(BaseException):
-                self._loop.run_until_complete(agen.aclose())  # type: ignore[attr-defined]
+            self._settle(agen.aclose())  # type: ignore[attr-defined]
 
     @property
     def client(self) -> Client:
