@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,20 @@ def _isolated_kubetrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypat
     """No test reads or writes the developer's ~/.kubetrain (local fixtures may point it elsewhere again)."""
     monkeypatch.setenv("KUBETRAIN_HOME", str(tmp_path_factory.mktemp("kubetrain-home")))
     monkeypatch.delenv("KUBETRAIN_BACKEND", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """A command run in-process (``kubetrain run`` installs its own SIGINT/SIGTERM/SIGHUP handlers for the life of
+    the process) must not leave them to the tests after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in saved.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -41,8 +41,11 @@ def test_a_force_killed_leader_hands_over(namespace: str, operator: DeployedOper
     print(f"leader {leader} force-killed; {new} leads after {took:.1f}s ({len(pods)} replica(s))")
     assert (get(r.LEASE, operator.name, operator.namespace) or {})["spec"]["leaseTransitions"] == transitions + 1
     if len(pods) > 1:
-        assert new in pods, "a standby that was already running should take over, not the replacement pod"
-        # The dead leader renewed at most RETRY_PERIOD before the kill; the standby checks every RETRY_PERIOD.
+        # Without a standby the Lease waits for the replacement pod to start. With one, a candidate takes it
+        # within a lease duration (the dead leader renewed at most RETRY_PERIOD before the kill, and candidates
+        # look every RETRY_PERIOD). Which candidate wins is a race: the standby, or the replacement pod if it is
+        # up by then (seen on a busy bed); either way no reconciler is missing for longer than that.
+        assert new in {p["metadata"]["name"] for p in operator.pods()} | pods, (new, pods)
         assert took <= LEASE_DURATION + 2 * RETRY_PERIOD, f"takeover took {took:.1f}s"
 
     operator.wait_ready()

@@ -76,7 +76,9 @@ def running(container: str = "node", restarts: int = 0) -> dict[str, Any]:
     }
 
 
-def terminated(exit_code: int, container: str = "node", reason: str | None = None) -> dict[str, Any]:
+def terminated(
+    exit_code: int, container: str = "node", reason: str | None = None, restarts: int = 0
+) -> dict[str, Any]:
     return {
         "phase": "Succeeded" if exit_code == 0 else "Failed",
         "containerStatuses": [
@@ -85,7 +87,7 @@ def terminated(exit_code: int, container: str = "node", reason: str | None = Non
                 "image": "busybox",
                 "imageID": "",
                 "ready": False,
-                "restartCount": 0,
+                "restartCount": restarts,
                 "state": {
                     "terminated": {
                         "exitCode": exit_code,

@@ -116,6 +116,12 @@ def test_missing_kubeconfig_context_is_a_clean_error(tmp_path: Path) -> None:
         ClusterBackend(kubeconfig, "prod")
 
 
+@pytest.fixture(autouse=True)
+def _python_sigint() -> None:
+    """Python's own SIGINT handler, as a command starts with (the backend takes over only from that one)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _interrupt_when(started: threading.Event) -> threading.Thread:
     """Ctrl-C to this process once ``started`` is set (from inside the loop, so the loop is running then)."""
 

@@ -97,7 +97,7 @@ def test_run_waits_explains_streams_follows_restarts_and_ends(tmp_path: Path) ->
         c.wait(lambda: "rank 0 after restart" in c.text(), "log after restart")
         assert c.text().count("rank 0 step 1") == 1
 
-        kubelet.set_status(p0, terminated(0))
+        kubelet.set_status(p0, terminated(0, restarts=1))  # a kubelet never counts restarts down
         kubelet.set_status(p1, terminated(0))
         kubelet.trainjob_condition("job", "Complete", "JobSetCompleted", "jobset completed successfully")
         c.wait(lambda: c.done.is_set(), "end of stream")
@@ -230,4 +230,31 @@ def test_an_unscheduled_podgroup_is_the_reason_to_wait(tmp_path: Path) -> None:
         assert d.extra["PodGroup"].startswith("scheduling.volcano.sh/job phase=Pending minMember=2")
         kubelet.trainjob_condition("job", "Failed", "Unschedulable", "gang never fit")
         c.wait(lambda: c.done.is_set(), "end")
+        backend.close()
+
+
+def test_lines_written_after_a_followed_stream_ended_are_not_lost(tmp_path: Path) -> None:
+    """A busy kubelet can close a followed log when the container exits, before its last lines were read: the
+    stream then ends early, and the last lines must still be shown, once."""
+    with background_api(tmp_path) as (bg, kubeconfig):
+        kubelet = Kubelet(bg)
+        backend = ClusterBackend(kubeconfig, None)
+        backend.apply([trainjob("job")], namespace="default")
+        kubelet.create_jobset("job")
+        pod = kubelet.create_pod(pod_manifest("job", "node", 0), running())
+        kubelet.log(pod, "step 1\n")
+        c = Collector(backend.log_stream("job", "default", LogOptions(follow=True, progress=True)))
+        c.wait(lambda: "step 1" in c.text(), "the first line")
+
+        def following() -> int:
+            return sum(n for (_, p, _), n in bg.api.pod_logs.following.items() if p == pod)
+
+        kubelet.set_status(pod, terminated(0))
+        c.wait(lambda: following() == 0, "the followed stream closed with the container")
+        kubelet.log(pod, "node 0 done\n")  # what the kubelet had not read yet
+        c.wait(lambda: "node 0 done" in c.text(), "the last line, read after the stream ended")
+        kubelet.trainjob_condition("job", "Complete", "JobSetCompleted", "jobset completed successfully")
+        c.wait(lambda: c.done.is_set(), "end of stream")
+        assert c.error is None
+        assert c.text() == "step 1\nnode 0 done\n"
         backend.close()

@@ -229,6 +229,7 @@ class Follower:
         if not first:
             since_time = None
         errors = quiet = 0  # consecutive failed connections / connections that brought nothing
+        container_id = self._container_id(pod, container)
         while True:
             dropped = got = False
             try:
@@ -274,9 +275,46 @@ class Follower:
             # less often: 1 s, 2 s, 4 s ... up to a minute.
             await asyncio.sleep(min(0.2 * errors, 2.0) if dropped else min(60.0, 2.0 ** max(0, quiet - 1)))
             if not self._still_running(pod, container) or self._restarts(pod, container) != restarts:
+                if stamps is not None and self._ended_as_followed(pod, container, restarts, container_id):
+                    await self._catch_up(pod, step, container, stamps)
                 return
             resumed = stamps.resume() if stamps is not None else None
             tail, since_seconds, since_time = None, None, resumed
+
+    async def _catch_up(self, pod: str, step: str, container: str, stamps: Stamps) -> None:
+        """The container has ended: read its log once more from the last line shown. A followed stream can end
+        before the last lines reach it (a busy kubelet closes it when the container exits), and they would be lost."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        since = stamps.resume()
+        try:
+            async for chunk in self.client.pod_log_chunks(
+                pod, self.namespace, container=container, follow=False, since_time=since, timestamps=True
+            ):
+                if text := stamps.feed(decoder.decode(chunk)):
+                    await self._emit(LogChunk(step, text))
+            if rest := decoder.decode(b"", final=True):
+                await self._emit(LogChunk(step, stamps.feed(rest)))
+        except ApiError:
+            pass  # the pod is gone (or its node): what was shown is all there is
+
+    def _status_of(self, pod: str, container: str) -> dict[str, Any]:
+        obj = self.pods.objects.get((self.namespace, pod))
+        for st in ((obj or {}).get("status") or {}).get("containerStatuses") or []:
+            if st.get("name") == container:
+                return dict(st)
+        return {}
+
+    def _container_id(self, pod: str, container: str) -> str | None:
+        return self._status_of(pod, container).get("containerID")
+
+    def _ended_as_followed(self, pod: str, container: str, restarts: int, container_id: str | None) -> bool:
+        """The container run whose log was followed has terminated and none has started since: only then is a
+        read without ``previous`` still that run's log."""
+        st = self._status_of(pod, container)
+        terminated = (st.get("state") or {}).get("terminated")
+        if not terminated or int(st.get("restartCount") or 0) != restarts:
+            return False
+        return container_id is None or terminated.get("containerID") in (None, container_id)
 
     def _restarts(self, pod: str, container: str) -> int:
         obj = self.pods.objects.get((self.namespace, pod))

@@ -39,6 +39,7 @@ class PodLogs:
         self.store = store
         self.current: dict[Key, Instance] = {}
         self.previous: dict[Key, Instance] = {}
+        self.following: dict[Key, int] = {}  # open ``follow=true`` streams per container
         self._changed = asyncio.Event()
         store.hooks.append(self._on_change)
 
@@ -166,6 +167,8 @@ class PodLogs:
         sent = 0
         at_line_start = True
         pos = start
+        if follow:
+            self.following[key] = self.following.get(key, 0) + 1
         try:
             while True:
                 out: list[str] = []
@@ -193,6 +196,9 @@ class PodLogs:
                 await self._wait(1.0)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
+        finally:
+            if follow:
+                self.following[key] -= 1
         return resp
 
     @staticmethod
