@@ -28,6 +28,14 @@ def _isolated_kubetrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypat
     monkeypatch.delenv("KUBETRAIN_BACKEND", raising=False)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests interrupt the commands they start with SIGINT, as Ctrl-C would. A shell without job control starts
+    background jobs (``make test &``, CI runners) with SIGINT ignored, and an ignored signal stays ignored in every
+    child: the commands would never see the interrupt. A handler (unlike SIG_IGN) is reset to the default on exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored() -> Iterator[None]:
     """A command run in-process (``kubetrain run`` installs its own SIGINT/SIGTERM/SIGHUP handlers for the life of
