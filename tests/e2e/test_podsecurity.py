@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,20 +178,25 @@ def enforcing() -> Iterator[Callable[[Level, int | None], str]]:
     call(cleanup)
 
 
+async def verdict(request: Awaitable[Any]) -> tuple[str, str]:
+    """("allowed" | "forbidden" | "invalid", the server's message) of a dry-run ``request``; other errors raise."""
+    try:
+        await request
+    except Invalid as exc:
+        return "invalid", exc.message
+    except ApiError as exc:
+        if exc.status == 403 and "violates PodSecurity" in exc.message:
+            return "forbidden", exc.message
+        raise
+    return "allowed", ""
+
+
 def dry_run(pod: dict[str, Any]) -> tuple[str, str]:
-    """("allowed" | "forbidden" | "invalid", the server's message)."""
+    """The verdict on creating ``pod``."""
 
     async def go(client: Client) -> tuple[str, str]:
         path = r.POD.path(pod["metadata"]["namespace"])
-        try:
-            await client.session.request("POST", path, params={"dryRun": "All"}, body=pod)
-        except Invalid as exc:
-            return "invalid", exc.message
-        except ApiError as exc:
-            if exc.status == 403 and "violates PodSecurity" in exc.message:
-                return "forbidden", exc.message
-            raise
-        return "allowed", ""
+        return await verdict(client.session.request("POST", path, params={"dryRun": "All"}, body=pod))
 
     result: tuple[str, str] = call(go)
     return result
@@ -227,18 +232,12 @@ def dry_run_ephemeral(pod: dict[str, Any]) -> tuple[str, str]:
             while True:
                 current["spec"]["ephemeralContainers"] = ephemeral
                 try:
-                    await client.session.request("PUT", path, params={"dryRun": "All"}, body=current)
+                    return await verdict(
+                        client.session.request("PUT", path, params={"dryRun": "All"}, body=current)
+                    )
                 except Conflict:
                     # The scheduler or the kubelet changed the pod since it was read: read it again.
                     current = await client.get(r.POD, name, ns)
-                    continue
-                except Invalid as exc:
-                    return "invalid", exc.message
-                except ApiError as exc:
-                    if exc.status == 403 and "violates PodSecurity" in exc.message:
-                        return "forbidden", exc.message
-                    raise
-                return "allowed", ""
         finally:
             await client.delete(r.POD, name, ns, missing_ok=True)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.examples.envs import framework_env
+from tests.requirements import needs_local_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,10 +29,7 @@ pytestmark = [
     # Building a framework's environment (first run only) and, for DeepSpeed, compiling its CPU op on first use
     # come on top of the training run on a busy 2-core machine.
     pytest.mark.timeout(1800),
-    pytest.mark.skipif(
-        os.geteuid() != 0 or shutil.which("bwrap") is None,
-        reason="needs root and bubblewrap for the local backend (make system-deps)",
-    ),
+    needs_local_sandbox,
 ]
 needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI's mpirun (make system-deps)")
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.requirements import needs_local_sandbox
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
@@ -20,10 +22,7 @@ pytestmark = [
         shutil.which("mpirun") is None or importlib.util.find_spec("mpi4py") is None,
         reason="needs OpenMPI's mpirun (make system-deps) and mpi4py (.[train])",
     ),
-    pytest.mark.skipif(
-        os.geteuid() != 0 or shutil.which("bwrap") is None,
-        reason="needs root and bubblewrap for the local backend (make system-deps)",
-    ),
+    needs_local_sandbox,
 ]
 
 

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.requirements import needs_local_sandbox, needs_torch
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"),
-    pytest.mark.skipif(
-        os.geteuid() != 0 or shutil.which("bwrap") is None,
-        reason="needs root and bubblewrap for the local backend (make system-deps)",
-    ),
+    needs_torch,
+    needs_local_sandbox,
 ]
 
 

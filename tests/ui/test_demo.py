@@ -3,9 +3,6 @@ its loss chart and its logs. A real local run (torch, bubblewrap), so it is mark
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +11,7 @@ import pytest
 import yaml
 
 from kubetrain.cli._backend import local_backend
+from tests.requirements import needs_local_sandbox, needs_torch
 from tests.ui.harness import js_errors, running_ui, wait_for
 from tests.ui.test_browser_local import _attr, _keys, _text
 
@@ -21,11 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed (.[train])"),
-    pytest.mark.skipif(
-        os.geteuid() != 0 or shutil.which("bwrap") is None,
-        reason="needs root and bubblewrap for the local backend (make system-deps)",
-    ),
+    needs_torch,
+    needs_local_sandbox,
 ]
 
 

@@ -36,6 +36,7 @@ from kubetrain.k8s.pod_failures import with_failures
 from kubetrain.k8s.steps import (
     container_names,
     container_started,
+    container_status,
     jobset_reason,
     log_container,
     matches_step,
@@ -229,7 +230,7 @@ class Follower:
         if not first:
             since_time = None
         errors = quiet = 0  # consecutive failed connections / connections that brought nothing
-        container_id = self._container_id(pod, container)
+        container_id = self._status_of(pod, container).get("containerID")
         while True:
             dropped = got = False
             try:
@@ -299,13 +300,7 @@ class Follower:
 
     def _status_of(self, pod: str, container: str) -> dict[str, Any]:
         obj = self.pods.objects.get((self.namespace, pod))
-        for st in ((obj or {}).get("status") or {}).get("containerStatuses") or []:
-            if st.get("name") == container:
-                return dict(st)
-        return {}
-
-    def _container_id(self, pod: str, container: str) -> str | None:
-        return self._status_of(pod, container).get("containerID")
+        return container_status(obj, container) if obj is not None else {}
 
     def _ended_as_followed(self, pod: str, container: str, restarts: int, container_id: str | None) -> bool:
         """The container run whose log was followed has terminated and none has started since: only then is a
@@ -327,10 +322,7 @@ class Follower:
         tj = self.trainjob()
         if tj is None or tj.finished:
             return False
-        for s in (obj.get("status") or {}).get("containerStatuses") or []:
-            if s.get("name") == container:
-                return "running" in (s.get("state") or {})
-        return False
+        return "running" in (container_status(obj, container).get("state") or {})
 
     # -- the two modes --------------------------------------------------------------------------------------
     async def once(self) -> None:

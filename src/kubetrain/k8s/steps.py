@@ -107,17 +107,22 @@ def container_names(pod: dict[str, Any]) -> list[str]:
     return [ct.get("name", "") for ct in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
 
 
-def container_started(pod: dict[str, Any], container: str) -> tuple[bool, int]:
-    """Whether ``container`` has (or had) a process, so its log can be read, and its restart count."""
+def container_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    """The status of ``container`` (an init container or a container) in ``pod``; empty while it has none."""
     status = pod.get("status") or {}
     for s in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-        if s.get("name") == container and s.get("state"):
-            state = s["state"]
-            started = bool(
-                state.get("running") or state.get("terminated") or (s.get("lastState") or {}).get("terminated")
-            )
-            return started, int(s.get("restartCount") or 0)
-    return status.get("phase") in ("Running", "Succeeded", "Failed"), 0
+        if s.get("name") == container:
+            return dict(s)
+    return {}
+
+
+def container_started(pod: dict[str, Any], container: str) -> tuple[bool, int]:
+    """Whether ``container`` has (or had) a process, so its log can be read, and its restart count."""
+    s = container_status(pod, container)
+    if state := s.get("state"):
+        started = bool(state.get("running") or state.get("terminated") or (s.get("lastState") or {}).get("terminated"))
+        return started, int(s.get("restartCount") or 0)
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"), 0
 
 
 def pod_finished(pod: dict[str, Any]) -> bool:
