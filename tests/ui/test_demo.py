@@ -43,6 +43,8 @@ def test_the_demo_job_followed_in_the_browser_to_complete(browser: Any) -> None:
         wait_for(browser, lambda d: _attr(d, '.chart[data-metric="loss"]', "data-drawn") == "5", what="5 losses")
         assert len(browser.find_elements("css selector", '.chart[data-metric="loss"] .scatterlayer path.point')) == 5
         wait_for(browser, lambda d: "epoch 5/5 loss" in _text(d, "#log"), what="the last epoch's line")
+        # The end of the stream comes after its last line: wait for it, not just for the line.
+        wait_for(browser, lambda d: "these are all its logs" in _text(d, "#log"), what="the end of the log")
         log = _text(browser, "#log")
         assert "training on 4 processes (2 nodes)" in log and "these are all its logs" in log
         assert _text(browser, "#progress .pct") == "100%"
