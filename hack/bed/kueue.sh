@@ -63,6 +63,26 @@ metadata: {name: kueue-manager-rolebinding}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kueue-manager-role}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
+  # Its Secrets (MultiKueue kubeconfigs) in its own namespace, as the namespaced Role of its install gives them.
+  kt apply --server-side --force-conflicts -f - >/dev/null <<EOT
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kueue-manager-secrets-role, namespace: kueue-system}
+rules: [{apiGroups: [""], resources: [secrets], verbs: [get, list, update, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kueue-manager-secrets-rolebinding, namespace: kueue-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets-role}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
+EOT
+  # v1beta1 and v1beta2 differ: the API server converts through Kueue's /convert, as Kueue's own install does.
+  local cab patch crd; cab=$(base64 -w0 "$PKI/ca.crt")
+  for patch in "$KSRC"/config/components/crd/patches/webhook_in_*.yaml; do
+    grep -qxF -- "- path: patches/$(basename "$patch")" "$KSRC/config/components/crd/kustomization.yaml" || continue
+    crd=$(sed -n 's/^  name: //p' "$patch" | head -1)
+    kt patch crd "$crd" --type merge -p "{\"spec\":{\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{\"conversionReviewVersions\":[\"v1\"],\"clientConfig\":{\"url\":\"https://127.0.0.1:$WEBHOOK_PORT/convert\",\"caBundle\":\"$cab\"}}}}}" >/dev/null
+  done
   python3 "$HERE/webhooks_by_url.py" "$KSRC/config/components/webhook/manifests.yaml" \
     "https://127.0.0.1:$WEBHOOK_PORT" "$PKI/ca.crt" "kueue-" > "$DIR/webhooks.yaml"
   kt wait --for condition=Established --timeout=60s -f "$KSRC/config/components/crd/bases" >/dev/null
@@ -89,6 +109,9 @@ EOT
   launch "$NAME" "$BIN/kueue-manager" --config "$DIR/config.yaml" --kubeconfig "$DIR/kubeconfig" \
     --feature-gates "VisibilityOnDemand=false${KUEUE_FEATURE_GATES:+,$KUEUE_FEATURE_GATES}" --zap-log-level=info
   wait_for "$NAME /readyz" 120 curl -sf --max-time 2 "http://127.0.0.1:$HEALTH_PORT/readyz"
+  # Both versions answer once its conversion webhook does.
+  wait_for "$NAME's conversion webhook" 60 kt get clusterqueues.v1beta1.kueue.x-k8s.io
+  alive "$NAME" || die "$NAME exited: see $LOGS/$NAME.log"
   # The webhooks only once the server answers, so no create is refused in between.
   kt apply --server-side --force-conflicts -f "$DIR/webhooks.yaml" >/dev/null
   say "$NAME ready in $(( $(now) - t )) s (pid $(cat "$RUN/$NAME.pid"), log $LOGS/$NAME.log)"

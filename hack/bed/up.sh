@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One command: the e2e bed with every part, from source snapshots (bare git directories of public repositories).
+#
+#   hack/bed/up.sh [--fresh] [--skip PART]...
+#
+# Parts, in order (each is skipped with a note when its source is not given and it was never built):
+#   cluster       shared/tools/k8s-node: build.sh (sources MICROSHIFT_GIT JOBSET_GIT COREDNS_GIT CRI_TOOLS_GIT),
+#                 images.sh (pause, training image, this checkout's operator image), start.sh --node
+#   kubetrain     installed from this checkout as docs/install.md says (manager, then runtimes)
+#   kueue         hack/bed/kueue.sh (KUEUE_GIT: kubernetes-sigs/kueue)
+#   coscheduling  hack/bed/coscheduling.sh (SCHEDULER_PLUGINS_GIT: a scheduler-plugins tree with vendor/)
+#   node2         hack/bed/add-node.sh: a second kubelet, when that script is present
+#   multikueue    hack/bed/multikueue.sh: a manager control plane for MultiKueue, when that script is present
+# Then `hack/bed/e2e.sh` runs the suite against it.
+#
+# Time on 2 cores: ~30 min the first time (Kubernetes from source ~25 min, Kueue ~5, scheduler-plugins ~8, images
+# ~3); ~2 min when everything is built (start, install, Kueue, coscheduling).
+source "$(dirname "$0")/lib.sh"
+
+FRESH=""; SKIP=" "
+while [ $# -gt 0 ]; do
+  case $1 in
+    --fresh) FRESH=--fresh; shift ;;
+    --skip) SKIP="$SKIP$2 "; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument $1 (--fresh, --skip PART)" ;;
+  esac
+done
+wants() { [[ $SKIP != *" $1 "* ]]; }
+T0=$(now)
+step() { say "== $1 ($(( $(now) - T0 )) s)"; }
+need_tool
+
+if wants cluster; then
+  step cluster
+  if [ ! -x "$BIN/kube-apiserver" ] || [ -n "${MICROSHIFT_GIT:-}" ]; then
+    "$TOOL/build.sh" --apt
+  fi
+  image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/operator/deployment.yaml")
+  [ -f "$K8S_HOME/images/kubetrain-train.tar" ] || "$TOOL/images.sh" --project "$REPO" --tag "$image" pause train
+  if ! alive kubelet; then "$TOOL/start.sh" --node $FRESH; fi
+  (cd "$REPO" && "$TOOL/images.sh" project --project "$REPO" --tag "$image")
+fi
+
+if wants kubetrain; then
+  step kubetrain
+  "$HERE/install-kubetrain.sh"
+fi
+
+if wants kueue; then
+  step kueue
+  if [ -n "${KUEUE_GIT:-}" ] || [ ! -x "$BIN/kueue-manager" ]; then
+    if [ -n "${KUEUE_GIT:-}" ] || [ -d "$SRC/kueue" ]; then "$HERE/kueue.sh" build ${KUEUE_GIT:+--source "$KUEUE_GIT"}; fi
+  fi
+  if [ -x "$BIN/kueue-manager" ]; then "$HERE/kueue.sh" up; else say "kueue: skipped (set KUEUE_GIT)"; fi
+fi
+
+if wants coscheduling; then
+  step coscheduling
+  if [ -n "${SCHEDULER_PLUGINS_GIT:-}" ] || [ ! -x "$BIN/scheduler-plugins-scheduler" ]; then
+    if [ -n "${SCHEDULER_PLUGINS_GIT:-}" ] || [ -d "$SRC/scheduler-plugins" ]; then
+      "$HERE/coscheduling.sh" build ${SCHEDULER_PLUGINS_GIT:+--source "$SCHEDULER_PLUGINS_GIT"}
+    fi
+  fi
+  if [ -x "$BIN/scheduler-plugins-scheduler" ]; then "$HERE/coscheduling.sh" up
+  else say "coscheduling: skipped (set SCHEDULER_PLUGINS_GIT)"; fi
+fi
+
+if wants node2 && [ -x "$HERE/add-node.sh" ]; then step node2; "$HERE/add-node.sh"; fi
+if wants multikueue && [ -x "$HERE/multikueue.sh" ]; then step multikueue; "$HERE/multikueue.sh" up; fi
+
+say "bed up in $(( $(now) - T0 )) s: export KUBECONFIG=$K8S_HOME/kubeconfig; hack/bed/e2e.sh runs the suite"
