@@ -1,8 +1,8 @@
 """Kueue queueing TrainJobs on a real cluster, as a user sets it up (docs/kueue.md): a ResourceFlavor, a
 ClusterQueue with a small cpu quota, a LocalQueue, TrainJobs labelled ``kueue.x-k8s.io/queue-name``.
 
-Needs a cluster with real pods, the JobSet controller, kubetrain's operator installed (``kubectl apply
---server-side -k manifests/``; these tests use that operator, none of their own) and a running Kueue with its
+Needs a cluster with real pods, the JobSet controller, kubetrain's operator installed (``manifests/overlays``,
+docs/install.md; these tests use that operator, none of their own) and a running Kueue with its
 JobSet integration (``jobset.x-k8s.io/jobset``). Skipped with the reason when one is missing. Pods run
 ``KUBETRAIN_E2E_IMAGE`` (default ``localhost/kubetrain-train:dev``, any image with ``sh``).
 """
@@ -55,7 +55,7 @@ def _kueue_missing() -> str | None:
         return "Kueue runs without its JobSet integration (no Kueue mutating webhook for jobsets)"
     operator = get(DEPLOYMENT, "kubetrain-operator", "kubeflow-system") or {}
     if not (operator.get("status") or {}).get("availableReplicas"):
-        return "kubetrain's operator is not installed in the cluster (kubectl apply --server-side -k manifests/)"
+        return "kubetrain's operator is not installed in the cluster (docs/install.md: manifests/overlays/manager)"
     return None
 
 
