@@ -122,6 +122,17 @@ def test_default_render_matches_the_kustomize_install(default: list[dict[str, An
     assert got == want
 
 
+def test_helm_installs_the_crds_before_the_runtimes(default: list[dict[str, Any]]) -> None:
+    """`helm install` on a cluster without the CRDs works the first time: Helm creates the chart's crds/ and waits
+    for them to be Established before it applies the templates, the runtimes among them. A CRD among the
+    templates would be applied in the same batch as its runtimes and race them."""
+    assert [d["metadata"]["name"] for d in default if d["kind"] == "CustomResourceDefinition"] == []
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(crd_filename(c) for c in generate_crds())
+    assert {d["kind"] for d in default if d["apiVersion"].startswith("trainer.kubeflow.org/")} == {
+        "ClusterTrainingRuntime"
+    }
+
+
 def test_webhooks_match_the_generated_configurations(default: list[dict[str, Any]]) -> None:
     for expected in webhook_configurations(names.DEFAULT_SERVICE, NS):
         rendered = one(default, expected["kind"])
