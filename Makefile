@@ -65,7 +65,7 @@ image: install
 
 crds: install
 	KUBETRAIN_UPDATE_MANIFESTS=1 $(BIN)/pytest -q tests/api/test_k8sschema.py
-	$(BIN)/kubetrain crds --output-dir manifests/crds
+	$(BIN)/kubetrain crds --output-dir manifests/base/crds
 	KUBETRAIN_UPDATE_MANIFESTS=1 $(BIN)/pytest -q tests/k8s/manifests
 
 clean:

@@ -2,7 +2,8 @@
 
 Needs ``KUBETRAIN_E2E_KUBECONFIG`` (cluster-admin, a cluster with nodes and the operator image available to the
 kubelet) and kubectl (PATH or ``KUBETRAIN_E2E_KUBECTL``); without them the section says why it was skipped. It
-measures the installed kubetrain, installing ``manifests/`` first when there is none.
+measures the installed kubetrain, installing it from ``manifests/`` (the manager overlay, then the runtimes
+overlay) first when there is none.
 
 A load generator creates a TrainJob every 50 ms (server-side dry run: both webhooks run, nothing is stored; its
 client never retries) while, one after another:
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> tuple[str, int]:
         TITLE,
         "",
         f"A TrainJob create every {args.interval * 1000:.0f} ms (server-side dry run: the API server calls both "
-        f"webhooks, stores nothing; the client never retries) against the install of `manifests/` "
+        f"webhooks, stores nothing; the client never retries) against the install of `manifests/overlays` "
         f"({replicas} replicas), while the operator is disrupted. Each phase runs from the disruption until every "
         f"replica is Ready again, plus {args.settle:.0f} s.",
         "",

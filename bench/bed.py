@@ -3,9 +3,9 @@ measured in the same run:
 
 1. **Start-up**: a TrainJob (2 nodes, pods that sleep) from its create to all its pods Running, against the same JobSet
    (the operator's, copied under another name) applied directly. First the first TrainJob after an install: kubetrain
-   is uninstalled and installed again from ``manifests/`` as docs/install.md says (only when the cluster holds no
-   TrainJobs or runtimes of others, which an uninstall would delete; else after ``kubectl rollout restart``, and the
-   report says so). Then ``--pairs`` pairs, alternating which goes first. Targets: median <= 1.1, first <= 1.5.
+   is uninstalled and installed again from ``manifests/overlays`` as docs/install.md says (only when the cluster holds
+   no TrainJobs or runtimes of others, which an uninstall would delete; else after ``kubectl rollout restart``, and
+   the report says so). Then ``--pairs`` pairs, alternating which goes first. Targets: median <= 1.1, first <= 1.5.
 2. **Burst**: ``--burst`` TrainJobs (1 node, ``true``) created as fast as the server takes them, the leader's pod
    force-deleted when half are created; creates the API server refuses meanwhile are counted and retried, as a user's
    script would. Until every one is Complete, against the same JobSets applied directly. Targets: 0 lost, 0 refused.
@@ -101,7 +101,8 @@ def kubectl(*args: str) -> str:
     return done.stdout
 
 
-MANIFESTS = HERE.parent / "manifests"
+MANAGER = HERE.parent / "manifests" / "overlays" / "manager"
+RUNTIMES = HERE.parent / "manifests" / "overlays" / "runtimes"
 CRDS = [f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")]
 
 
@@ -122,9 +123,11 @@ async def foreign(c: Client) -> list[str]:
 
 
 async def reinstall(bed: Bed) -> None:
-    """docs/install.md: ``kubectl delete -k manifests/ --ignore-not-found``, then ``kubectl apply --server-side -k``
-    (again if the runtimes raced their CRD), and the rollout."""
-    kubectl("delete", "-k", str(MANIFESTS), "--ignore-not-found", "--wait=true", "--timeout=600s")
+    """docs/install.md: ``kubectl delete -k`` the runtimes overlay, then the manager overlay; then the install:
+    ``kubectl apply --server-side -k`` the manager overlay, ``kubectl wait`` for the ClusterTrainingRuntime CRD to
+    be Established, the runtimes overlay; and the rollout."""
+    for tree in (RUNTIMES, MANAGER):
+        kubectl("delete", "-k", str(tree), "--ignore-not-found", "--wait=true", "--timeout=600s")
 
     async def namespace_gone() -> bool:
         try:
@@ -134,11 +137,9 @@ async def reinstall(bed: Bed) -> None:
             return True
 
     await bed.wait("kubeflow-system to go", namespace_gone)
-    try:
-        kubectl("apply", "--server-side", "-k", str(MANIFESTS))
-    except RuntimeError:
-        await asyncio.sleep(2)
-        kubectl("apply", "--server-side", "-k", str(MANIFESTS))
+    kubectl("apply", "--server-side", "-k", str(MANAGER))
+    kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/clustertrainingruntimes.trainer.kubeflow.org")
+    kubectl("apply", "--server-side", "-k", str(RUNTIMES))
 
 
 def memory_mib(pod: str) -> dict[str, float]:
@@ -400,7 +401,7 @@ def report(res: dict[str, Any], pairs: int, n: int) -> str:
     return f"""## On the one-node bed (`bench/bed.py`)
 
 A real cluster: kube-apiserver, the scheduler, a kubelet with containerd, the JobSet controller, and kubetrain installed
-from `manifests/` with its operator in a pod. Times are from just before the create call to the watch event that
+from `manifests/overlays` with its operator in a pod. Times are from just before the create call to the watch event that
 shows the last pod Running (or the job Complete); pods run the training image. Machine load average (1 min) at the
 end: {res["load"]:.1f} on {os.cpu_count()} cores.
 

@@ -2,7 +2,8 @@
 
 Needs ``KUBETRAIN_E2E_KUBECONFIG`` (cluster-admin on a cluster with nodes, JobSet, and the operator image
 available to the kubelet) and kubectl (PATH or ``KUBETRAIN_E2E_KUBECTL``); without them the section says why it
-was skipped. It re-installs kubetrain from ``manifests/`` (``--no-reinstall`` measures what is installed):
+was skipped. It re-installs kubetrain from the two overlays of ``manifests/`` (``--no-reinstall`` measures what is
+installed):
 
 1. uninstall (CRDs too, unless TrainJobs of others exist), install as docs/install.md says, wait for the rollout;
 2. at once, a TrainJob (torch-distributed, 2 nodes, pods that sleep in the operator's own image): create -> every
@@ -41,7 +42,7 @@ TITLE = "## First TrainJob after an install, on a real cluster (`bench/first_tra
 def operator_image() -> str:
     import yaml
 
-    dep = yaml.safe_load((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    dep = yaml.safe_load((MANIFESTS / "base" / "operator" / "deployment.yaml").read_text())
     return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
@@ -223,8 +224,8 @@ def run(args: argparse.Namespace) -> str:
     if install_s is not None:
         kept = " (the CRDs were kept: other TrainJobs exist on the cluster)" if kept_crds else " (CRDs included)"
         lines.append(
-            f"- Uninstall, then install (`kubectl apply --server-side -k manifests/` → rollout complete): "
-            f"{install_s:.1f} s{kept}."
+            "- Uninstall, then install (docs/install.md: manager overlay, CRD Established, runtimes overlay → "
+            f"rollout complete): {install_s:.1f} s{kept}."
         )
     lines.append(f"- First TrainJob ÷ its JobSet: **{first['trainjob'] / first['direct']:.2f}×** (target ≤ 1.5×).")
     if ratios:
@@ -237,7 +238,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--image", default=None, help="pod image (default: the operator image of manifests/)")
     parser.add_argument("--no-reinstall", dest="reinstall", action="store_false")
-    parser.add_argument("--manifests", type=Path, default=MANIFESTS, help="the kustomize tree to install")
+    parser.add_argument(
+        "--manifests", type=Path, default=MANIFESTS, help="the tree whose overlays/manager and runtimes to install"
+    )
     args = parser.parse_args(argv if argv is not None else [])
     text = run(args)
     print(text)

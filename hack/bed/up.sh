@@ -36,7 +36,7 @@ if wants cluster; then
   if [ ! -x "$BIN/kube-apiserver" ] || [ -n "${MICROSHIFT_GIT:-}" ]; then
     "$TOOL/build.sh" --apt
   fi
-  image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/operator/deployment.yaml")
+  image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/base/operator/deployment.yaml")
   [ -f "$K8S_HOME/images/kubetrain-train.tar" ] || "$TOOL/images.sh" --project "$REPO" --tag "$image" pause train
   if ! alive kubelet; then "$TOOL/start.sh" --node $FRESH; fi
   (cd "$REPO" && "$TOOL/images.sh" project --project "$REPO" --tag "$image")

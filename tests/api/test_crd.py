@@ -16,7 +16,7 @@ from openapi_schema_validator import OAS30Validator
 from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT / "manifests" / "crds"
+CRD_DIR = ROOT / "manifests" / "base" / "crds"
 UPSTREAM = Path("/work/shared/reference/upstream")
 if not UPSTREAM.exists():  # CI clones main with shared/ beside it
     UPSTREAM = ROOT.parent / "shared" / "reference" / "upstream"
@@ -320,7 +320,7 @@ def test_committed_crds_are_fresh() -> None:
     stale = sorted(n for n in expected if on_disk.get(n) != expected[n])
     extra = sorted(set(on_disk) - set(expected))
     assert (stale, extra) == ([], []), (
-        "manifests/crds is stale: run `kubetrain crds --output-dir manifests/crds`"
+        "manifests/base/crds is stale: run `kubetrain crds --output-dir manifests/base/crds`"
     )
 
 

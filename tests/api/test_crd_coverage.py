@@ -106,5 +106,5 @@ def test_install_docs_say_server_side_when_client_side_apply_cannot_work() -> No
     too_big = [n for n, c in CRDS.items() if len(json.dumps(c, separators=(",", ":"))) > MAX_CLIENT_SIDE_APPLY]
     assert too_big, "the CRDs are small enough for client-side apply; the docs may drop the requirement"
     install = (ROOT / "docs" / "install.md").read_text()
-    assert "kubectl apply --server-side -k manifests/" in install
+    assert "kubectl apply --server-side -k manifests/overlays/manager" in install
     assert "--server-side" in (ROOT / "charts" / "kubetrain" / "templates" / "NOTES.txt").read_text()

@@ -1,8 +1,9 @@
 """e2e on a real cluster: runs only when ``KUBETRAIN_E2E_KUBECONFIG`` names a cluster-admin kubeconfig (CI skips it).
 
 The bed is a cluster with a Ready node (kubelet, scheduler, the JobSet controller) where kubetrain is installed the
-way docs/install.md says, from this checkout: ``kubectl apply --server-side -k manifests/`` with the operator image
-built from the same tree (docs/operator.md, "The e2e suite", says how on the one-node bed of
+way docs/install.md says, from this checkout: ``kubectl apply --server-side -k manifests/overlays/manager``, then
+(the ClusterTrainingRuntime CRD Established) ``manifests/overlays/runtimes``, with the operator image built from the
+same tree (docs/operator.md, "The e2e suite", says how on the one-node bed of
 ``shared/tools/k8s-node``). Pods are real, their logs are real, JobSet statuses come from the JobSet controller and
 TrainJobs are reconciled by the operator in its pod. Nothing here writes what a kubelet, a controller or the
 operator should write. A test whose subject is the ``kubetrain operator`` binary on this machine (its flags, its
@@ -336,7 +337,10 @@ def bed(kubeconfig: str) -> str:
         pytest.skip("needs JobSet (jobset.x-k8s.io/v1alpha2 CRD and controller) installed")
     for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes"):
         if not established(f"{plural}.trainer.kubeflow.org"):
-            pytest.skip("kubetrain is not installed: kubectl apply --server-side -k manifests/ (docs/install.md)")
+            pytest.skip(
+                "kubetrain is not installed: kubectl apply --server-side -k manifests/overlays/manager, "
+                "then manifests/overlays/runtimes (docs/install.md)"
+            )
     if DeployedOperator().deployment() is None:
         pytest.skip(
             f"no Deployment {OPERATOR_NAME} in {OPERATOR_NAMESPACE}: install kubetrain from this checkout "

@@ -1,7 +1,7 @@
 """Admission never drops (docs/webhook.md#availability), on a cluster with nodes and kubetrain installed from
-``manifests/`` (installed here when it is not): TrainJob creates every 50 ms (server-side dry run, never retried)
-while one operator pod is force-deleted, the Deployment is restarted, and one pod is evicted with the second
-eviction refused by the PodDisruptionBudget. Not one create may be refused, and one replica leads throughout.
+``manifests/overlays`` (installed here when it is not): TrainJob creates every 50 ms (server-side dry run, never
+retried) while one operator pod is force-deleted, the Deployment is restarted, and one pod is evicted with the
+second eviction refused by the PodDisruptionBudget. Not one create may be refused, and one replica leads throughout.
 
 ``bench/admission_ha.py`` measures the same and writes the numbers to BENCHMARKS.md.
 """
@@ -23,9 +23,9 @@ SETTLE = 3.0  # seconds of load after each recovery: a late refusal would land h
 
 @pytest.fixture(scope="module")
 def installed(kubeconfig: str) -> str:
-    """This checkout's ``manifests/`` applied (whatever was installed before), every replica Ready. The image is
-    the one the node has under the manifests' name: import this checkout's first (``make image``, then
-    ``ctr -n k8s.io images import``)."""
+    """This checkout's ``manifests/overlays`` applied as docs/install.md says (whatever was installed before), every
+    replica Ready. The image is the one the node has under the manifests' name: import this checkout's first
+    (``make image``, then ``ctr -n k8s.io images import``)."""
     cluster.install(kubeconfig, REPO / "manifests")
     try:
         cluster.wait_all_ready(kubeconfig, 240)

@@ -1,7 +1,7 @@
 """Gang scheduling for real: a runtime with ``podGroupPolicy.coscheduling`` and pods handed to scheduler-plugins'
 Coscheduling scheduler, running as a second scheduler (docs/install.md, "Gang scheduling").
 
-Needs a cluster with real pods, kubetrain's operator installed (``kubectl apply --server-side -k manifests/``),
+Needs a cluster with real pods, kubetrain's operator installed (``manifests/overlays``, docs/install.md),
 the PodGroup CRD (``scheduling.x-k8s.io``) and scheduler-plugins' scheduler named ``SCHEDULER`` holding its
 leader-election Lease (how the tests know it runs). Skipped with the reason when one is missing.
 """
@@ -43,7 +43,7 @@ def _missing() -> str | None:
         return f"scheduler {SCHEDULER!r} last renewed its Lease {int(age.total_seconds())} s ago: not running"
     operator = get(DEPLOYMENT, "kubetrain-operator", "kubeflow-system") or {}
     if not (operator.get("status") or {}).get("availableReplicas"):
-        return "kubetrain's operator is not installed in the cluster (kubectl apply --server-side -k manifests/)"
+        return "kubetrain's operator is not installed in the cluster (docs/install.md: manifests/overlays/manager)"
     return None
 
 

@@ -45,7 +45,7 @@ def test_client_side_apply_of_the_crds_fails_as_the_docs_warn(kubeconfig: str) -
         "apply",
         "--dry-run=server",
         "-f",
-        str(REPO / "manifests" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"),
+        str(REPO / "manifests" / "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"),
         check=False,
     )
     assert out.returncode != 0 and "Too long" in out.stderr, out.stderr

@@ -1,6 +1,9 @@
 """Install, upgrade and uninstall kubetrain for real on the bed, with kustomize and with the Helm chart, the way
 docs/install.md says; a TrainJob runs after each install and across each upgrade, and an uninstall leaves nothing
-behind (Helm keeps the CRDs, as Helm does with every chart's ``crds/``).
+behind (Helm keeps the CRDs, as Helm does with every chart's ``crds/``). Each documented step must work the first
+time, on a cluster that has never had the CRDs too: the kustomize install applies the manager overlay, waits for the
+ClusterTrainingRuntime CRD to be Established, then applies the runtimes overlay; Helm installs the chart's ``crds/``
+and waits for them before it applies the templates (the runtimes among them).
 
 These tests replace the bed's install and put the kustomize install of this checkout back when they end. Uninstalling
 deletes the CRDs and with them every TrainJob and runtime on the cluster, so a test refuses (skips, naming them) when
@@ -32,7 +35,6 @@ from tests.e2e.conftest import (
     VWC,
     DeployedOperator,
     call,
-    established,
     get,
     kubectl,
     list_of,
@@ -48,6 +50,8 @@ from tests.e2e.conftest import (
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 MANIFESTS = REPO / "manifests"
+MANAGER = MANIFESTS / "overlays" / "manager"
+RUNTIMES = MANIFESTS / "overlays" / "runtimes"
 CHART = REPO / "charts" / "kubetrain"
 CRDS = [f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")]
 RELEASE = "kubetrain"
@@ -69,24 +73,19 @@ def foreign() -> list[str]:
     return out
 
 
-RACE = "ensure CRDs are installed first"  # kubectl's words for a kind it could not map yet
+def kustomize_install(manager: Path = MANAGER) -> None:
+    """docs/install.md, each step once, and each must work the first time (also on a cluster that never had the
+    CRDs): the manager overlay, the ClusterTrainingRuntime CRD Established, the runtimes overlay."""
+    kubectl("apply", "--server-side", "-k", str(manager))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/clustertrainingruntimes.trainer.kubeflow.org")
+    kubectl("apply", "--server-side", "-k", str(RUNTIMES))
 
 
-def kustomize_install(tree: Path) -> bool:
-    """docs/install.md: one apply of the tree, run again when kubectl could not map the runtimes' kind because their
-    CRD was not established yet. Returns whether the second run was needed."""
-    first = kubectl("apply", "--server-side", "-k", str(tree), check=False)
-    if first.returncode == 0:
-        return False
-    assert RACE in first.stderr, first.stderr
-    wait_until(lambda: all(established(n) for n in CRDS), 120, "the CRDs established")
-    kubectl("apply", "--server-side", "-k", str(tree))
-    return True
-
-
-def kustomize_uninstall(tree: Path) -> None:
-    """docs/install.md: the CRDs go with the tree, so their runtimes are gone before kubectl reaches them."""
-    kubectl("delete", "-k", str(tree), "--ignore-not-found", "--wait=true", "--timeout=600s", timeout=900)
+def kustomize_uninstall(manager: Path = MANAGER) -> None:
+    """docs/install.md: the runtimes overlay (while the operator still runs), then the manager overlay, CRDs and
+    all."""
+    for tree in (RUNTIMES, manager):
+        kubectl("delete", "-k", str(tree), "--ignore-not-found", "--wait=true", "--timeout=600s", timeout=900)
 
 
 def helm() -> Any:
@@ -111,7 +110,7 @@ def restore() -> None:
     for crd in CRDS:
         wait_until(lambda n=crd: not ((get(CRD, n, None) or {}).get("metadata") or {}).get("deletionTimestamp"), 600,
                    f"CRD {crd} to finish terminating")  # fmt: skip
-    kustomize_install(MANIFESTS)
+    kustomize_install()
     DeployedOperator().wait_ready(600)
 
 
@@ -156,8 +155,9 @@ def args_of_operator() -> list[str]:
 
 
 def upgraded_kustomization(tmp: Path) -> Path:
-    """An overlay of this checkout's tree that changes an operator flag: an upgrade that rolls the Deployment."""
-    deployment = yaml.safe_load((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    """An overlay of this checkout's manager overlay that changes an operator flag: an upgrade that rolls the
+    Deployment."""
+    deployment = yaml.safe_load((MANIFESTS / "base" / "operator" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     args = ["--concurrency=3" if a.startswith("--concurrency=") else a for a in container["args"]]
     patch = {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -165,7 +165,7 @@ def upgraded_kustomization(tmp: Path) -> Path:
              "spec": {"template": {"spec": {"containers": [{"name": container["name"], "args": args}]}}}}  # fmt: skip
     (tmp / "patch.yaml").write_text(yaml.safe_dump(patch))
     kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                     "resources": [os.path.relpath(MANIFESTS, tmp)], "patches": [{"path": "patch.yaml"}]}  # fmt: skip
+                     "resources": [os.path.relpath(MANAGER, tmp)], "patches": [{"path": "patch.yaml"}]}  # fmt: skip
     (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return tmp
 
@@ -175,19 +175,19 @@ def test_kustomize_install_upgrade_uninstall(namespace: str, replaceable: None, 
     running = run_one(ns, "sleep 3600")
     wait_until(lambda: pods_of(running, ns), 180, "a pod of a job running before the uninstall")
 
-    kustomize_uninstall(MANIFESTS)
+    kustomize_uninstall()
     assert_uninstalled(crds_kept=False)
     wait_until(lambda: not pods_of(running, ns), 300, "the running job's pods collected with it")
 
-    raced = kustomize_install(MANIFESTS)
-    print(f"install: {'two applies (the runtimes raced their CRD)' if raced else 'one apply'}")
+    kustomize_install()  # on a cluster without the CRDs: each step works the first time
+    assert {o["metadata"]["name"] for o in list_of(CTR, None)} >= {"torch-distributed", "deepspeed-distributed"}
     op = DeployedOperator().wait_ready(600)
     assert wait_finished(run_one(ns), ns)["type"] == "Complete"
 
     across = run_one(ns, "sleep 30; echo survived")
     wait_until(lambda: pods_of(across, ns), 180, "a pod of the job running across the upgrade")
     overlay = upgraded_kustomization(tmp_path)
-    kubectl("apply", "--server-side", "-k", str(overlay))
+    kustomize_install(overlay)  # an upgrade is the same three steps
     assert "--concurrency=3" in args_of_operator()
     op.wait_ready(600)
     assert all("--concurrency=3" in p["spec"]["containers"][0]["args"] for p in op.pods())
@@ -201,7 +201,7 @@ def test_kustomize_install_upgrade_uninstall(namespace: str, replaceable: None, 
 
 def test_helm_install_upgrade_uninstall(namespace: str, replaceable: None) -> None:
     ns = namespace
-    kustomize_uninstall(MANIFESTS)
+    kustomize_uninstall()
     assert_uninstalled(crds_kept=False)
 
     with helm() as cfg:

@@ -41,7 +41,8 @@ OPERATOR_SA = "system:serviceaccount:kubeflow-system:kubetrain-operator"
 
 
 def shipped(kind: str, name: str) -> dict[str, Any]:
-    docs = [d for p in sorted((REPO / "manifests" / "rbac").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
+    rbac = REPO / "manifests" / "base" / "rbac"
+    docs = [d for p in sorted(rbac.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())]
     return next(d for d in docs if d and d["kind"] == kind and d["metadata"]["name"] == name)
 
 
@@ -50,7 +51,7 @@ def test_the_operator_pod_runs_a_trainjobs_life_with_exactly_the_shipped_rbac(
 ) -> None:
     """Everything a TrainJob's life needs (watch all namespaces, snapshot, JobSet, status, events, lease, suspend
     and resume, the deadline's JobSet delete, the legacy runtime finalizer), done by the operator pod as its
-    ServiceAccount with the installed roles, which equal manifests/rbac."""
+    ServiceAccount with the installed roles, which equal manifests/base/rbac."""
     for pod in operator.pods():
         assert pod["spec"]["serviceAccountName"] == "kubetrain-operator"
     role = get(RBAC["ClusterRole"], "kubetrain-operator", None)

@@ -1,4 +1,4 @@
-"""The user-facing RBAC of manifests/rbac on a real API server, asked through SubjectAccessReviews: `edit` in
+"""The user-facing RBAC of manifests/base/rbac on a real API server, asked through SubjectAccessReviews: `edit` in
 one namespace runs TrainJobs and publishes TrainingRuntimes there and nowhere else, reads but never writes
 ClusterTrainingRuntimes; `view` reads but does not write; every authenticated user reads the runtime
 catalogue, unless the reader binding is left out (Helm: rbac.authenticatedCanReadClusterTrainingRuntimes)."""
@@ -16,7 +16,7 @@ from kubetrain.k8s.client import ApiError, Client, NotFound, Resource
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.applying import apply
 from tests.e2e.conftest import KUBECONFIG, call, kubectl, wait_until
-from tests.k8s.manifests.conftest import MANIFESTS
+from tests.k8s.manifests.conftest import BASE
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +33,7 @@ READER = "kubetrain-clustertrainingruntime-reader"
 def user_rbac() -> list[dict[str, Any]]:
     docs = []
     for name in ("user_roles.yaml", "cluster_runtime_reader.yaml"):
-        docs += [d for d in yaml.safe_load_all((MANIFESTS / "rbac" / name).read_text()) if d]
+        docs += [d for d in yaml.safe_load_all((BASE / "rbac" / name).read_text()) if d]
     return docs
 
 

@@ -1,5 +1,5 @@
 """The admission webhook as installed: served by the operator pods behind Service ``kubetrain-operator`` and called by
-the API server through the webhook configurations of manifests/webhook."""
+the API server through the webhook configurations of manifests/base/webhook."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The operator's RBAC is what it calls, no more and no less: every request the operator and its webhook make
 during a full run (leader election, self-signed webhook certificates, torch/MPI/Volcano jobs, suspend and
 resume, deadline, a legacy runtime finalizer, admission reviews) is checked against the rules shipped in
-manifests/rbac, and every rule must have been needed by some request (or be on the short, explained list of
+manifests/base/rbac, and every rule must have been needed by some request (or be on the short, explained list of
 rules the API server checks on its own)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tests.k8s.helpers import (
     trainjob,
     wait_for,
 )
-from tests.k8s.manifests.conftest import MANIFESTS
+from tests.k8s.manifests.conftest import BASE
 
 pytest.importorskip("kubetrain.k8s.webhook.server", reason="the webhook package is not installed")
 
@@ -107,7 +107,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[Call], set[
 
 def shipped_rules() -> list[tuple[str | None, dict[str, Any]]]:
     """(namespace or None for cluster-wide, rule) of everything bound to the operator's ServiceAccount."""
-    docs = [d for p in (MANIFESTS / "rbac").glob("*.yaml") if p.name != "kustomization.yaml"
+    docs = [d for p in (BASE / "rbac").glob("*.yaml") if p.name != "kustomization.yaml"
             for d in yaml.safe_load_all(p.read_text()) if d]  # fmt: skip
     roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in ("Role", "ClusterRole")}
     out = []

@@ -6,14 +6,14 @@ pydantic cannot express (the tables in ``crd_tables``): CEL rules (``x-kubernete
 semantics, bounds, the Kubernetes types embedded fields stand for (``k8sschema``), printer columns and
 ``kubectl explain`` text for fields the models leave undocumented.
 
-Pure: no I/O. ``kubetrain crds`` prints the result; ``manifests/crds/`` holds a checked-in copy.
+Pure: no I/O. ``kubetrain crds`` prints the result; ``manifests/base/crds/`` holds a checked-in copy.
 
 Public:
 
 ``generate_crds() -> list[dict]``
     The three CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime), as plain dicts.
 ``crd_filename(crd) -> str``
-    ``<group>_<plural>.yaml``, the file name used under ``manifests/crds``.
+    ``<group>_<plural>.yaml``, the file name used under ``manifests/base/crds``.
 ``dump_yaml(docs) -> str``
     Deterministic multi-document YAML.
 ``openapi_schema(model) -> dict``

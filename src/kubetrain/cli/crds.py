@@ -31,7 +31,7 @@ def crds(output_dir: Path | None, kinds: tuple[str, ...]) -> None:
     Examples:
       kubetrain crds | kubectl apply --server-side -f -
       kubetrain crds --kind TrainJob > trainjob-crd.yaml
-      kubetrain crds --output-dir manifests/crds
+      kubetrain crds --output-dir manifests/base/crds
     """
     docs = [c for c in generate_crds() if not kinds or c["spec"]["names"]["kind"] in kinds]
     if output_dir is None:

@@ -4,7 +4,8 @@
   and nothing is stored) and records every answer, so a disruption of the operator can be judged by the one number
   that matters to a user: how many creates the API server refused.
 - :class:`PodsRunning`: watches a namespace's pods and records when every pod of a JobSet is Running.
-- :func:`kubectl`, :func:`install`, :func:`uninstall`, :func:`wait_rollout`: the install as docs/install.md says.
+- :func:`kubectl`, :func:`install`, :func:`uninstall`, :func:`wait_rollout`: the install as docs/install.md says
+  (the manager overlay, its CRDs Established, the runtimes overlay).
 
 The load generator's client never retries (``max_retries=0``): a create the API server refused is counted, not
 hidden behind a retry the way ``kubetrain``'s own client would.
@@ -66,21 +67,35 @@ def wait_rollout(kubeconfig: str, timeout: int = 300) -> None:
     )  # fmt: skip
 
 
+MANAGER = Path("overlays", "manager")
+"""Under the manifests tree: step 1 of docs/install.md, everything but the built-in runtimes."""
+RUNTIMES = Path("overlays", "runtimes")
+"""Step 3: the built-in ClusterTrainingRuntimes, once their CRD is Established (step 2)."""
+RUNTIMES_CRD = "clustertrainingruntimes.trainer.kubeflow.org"
+"""What step 3 needs served: step 2 waits for it to be Established."""
+
+
 def install(kubeconfig: str, manifests: Path) -> None:
-    """``kubectl apply --server-side -k manifests/``: the CRDs first and established, so the runtimes that need
-    them never race their definitions; then the rest; then the Deployment's rollout."""
-    kubectl(kubeconfig, "apply", "--server-side", "-k", str(manifests / "crds"))
-    crds = kubectl(kubeconfig, "kustomize", str(manifests / "crds")).stdout
-    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=120s", "-f", "-", input=crds)
-    kubectl(kubeconfig, "apply", "--server-side", "-k", str(manifests))
+    """docs/install.md, each step once: ``kubectl apply --server-side -k manifests/overlays/manager``, the
+    ClusterTrainingRuntime CRD Established, ``kubectl apply --server-side -k manifests/overlays/runtimes``; then the
+    Deployment's rollout."""
+    kubectl(kubeconfig, "apply", "--server-side", "-k", str(manifests / MANAGER))
+    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=120s", f"crd/{RUNTIMES_CRD}")
+    kubectl(kubeconfig, "apply", "--server-side", "-k", str(manifests / RUNTIMES))
     wait_rollout(kubeconfig)
 
 
 def uninstall(kubeconfig: str, manifests: Path, *, crds: bool) -> None:
-    """Delete the install (and its CRDs, with every TrainJob, when ``crds``), waiting until it is gone."""
+    """Delete the install, the runtimes first (and the CRDs last, with every TrainJob, when ``crds``), waiting
+    until it is gone."""
     import yaml
 
-    docs = [d for d in yaml.safe_load_all(kubectl(kubeconfig, "kustomize", str(manifests)).stdout) if d]
+    docs = [
+        d
+        for tree in (RUNTIMES, MANAGER)
+        for d in yaml.safe_load_all(kubectl(kubeconfig, "kustomize", str(manifests / tree)).stdout)
+        if d
+    ]
     definitions = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
     for batch in ([d for d in docs if d not in definitions], definitions if crds else []):
         if not batch:

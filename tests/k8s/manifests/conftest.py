@@ -16,6 +16,12 @@ from kubetrain.api.crd import generate_crds
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
+BASE = MANIFESTS / "base"
+"""The pieces: crds, operator, rbac, webhook, public (the manager install) and runtimes."""
+MANAGER = MANIFESTS / "overlays" / "manager"
+"""Step 1 of docs/install.md: everything but the built-in runtimes."""
+RUNTIMES = MANIFESTS / "overlays" / "runtimes"
+"""Step 3: the built-in ClusterTrainingRuntimes, once their CRD is Established."""
 CHART = ROOT / "charts" / "kubetrain"
 K8S_VERSION = "1.37.0"
 NAMESPACE = "kubeflow-system"

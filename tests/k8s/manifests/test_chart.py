@@ -14,7 +14,7 @@ import yaml
 import kubetrain
 from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
 from kubetrain.k8s.webhook import names, webhook_configurations
-from tests.k8s.manifests.conftest import CHART, MANIFESTS, load_docs, schema_errors
+from tests.k8s.manifests.conftest import BASE, CHART, load_docs, schema_errors
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk (Helm's Go SDK) not installed")
 
@@ -111,14 +111,26 @@ def test_default_render_is_valid_for_kubernetes(default: list[dict[str, Any]]) -
 
 
 def test_default_render_matches_the_kustomize_install(default: list[dict[str, Any]]) -> None:
-    """Same objects as manifests/ (minus the Namespace, which Helm's --create-namespace owns)."""
+    """Same objects as the kustomize install, both overlays (minus the Namespace, which Helm's --create-namespace
+    owns)."""
     kustomize: list[dict[str, Any]] = []
-    for p in MANIFESTS.rglob("*.yaml"):
+    for p in BASE.rglob("*.yaml"):
         if p.name != "kustomization.yaml" and p.parent.name != "crds":
             kustomize += load_docs(p.read_text())
     want = sorted((d["kind"], d["metadata"]["name"]) for d in kustomize if d["kind"] != "Namespace")
     got = sorted((d["kind"], d["metadata"]["name"]) for d in default)
     assert got == want
+
+
+def test_helm_installs_the_crds_before_the_runtimes(default: list[dict[str, Any]]) -> None:
+    """`helm install` on a cluster without the CRDs works the first time: Helm creates the chart's crds/ and waits
+    for them to be Established before it applies the templates, the runtimes among them. A CRD among the
+    templates would be applied in the same batch as its runtimes and race them."""
+    assert [d["metadata"]["name"] for d in default if d["kind"] == "CustomResourceDefinition"] == []
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(crd_filename(c) for c in generate_crds())
+    assert {d["kind"] for d in default if d["apiVersion"].startswith("trainer.kubeflow.org/")} == {
+        "ClusterTrainingRuntime"
+    }
 
 
 def test_webhooks_match_the_generated_configurations(default: list[dict[str, Any]]) -> None:
@@ -132,7 +144,7 @@ def test_webhooks_match_the_generated_configurations(default: list[dict[str, Any
 def test_rbac_matches_manifests(default: list[dict[str, Any]]) -> None:
     shipped = {
         (d["kind"], d["metadata"]["name"]): d
-        for p in (MANIFESTS / "rbac").glob("*.yaml")
+        for p in (BASE / "rbac").glob("*.yaml")
         if p.name != "kustomization.yaml"
         for d in load_docs(p.read_text())
     }
@@ -149,7 +161,7 @@ def test_rbac_matches_manifests(default: list[dict[str, Any]]) -> None:
 
 
 def test_deployment_matches_manifests(default: list[dict[str, Any]]) -> None:
-    (dep,) = load_docs((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    (dep,) = load_docs((BASE / "operator" / "deployment.yaml").read_text())
     expected = dep["spec"]["template"]["spec"]["containers"][0]
     got = container(default)
     for key in (
@@ -169,7 +181,7 @@ def test_deployment_matches_manifests(default: list[dict[str, Any]]) -> None:
         assert pod[key] == want[key], key
     for key in ("terminationGracePeriodSeconds", "topologySpreadConstraints"):
         assert pod["template"]["spec"][key] == want["template"]["spec"][key], key
-    (pdb,) = load_docs((MANIFESTS / "operator" / "pdb.yaml").read_text())
+    (pdb,) = load_docs((BASE / "operator" / "pdb.yaml").read_text())
     assert one(default, "PodDisruptionBudget")["spec"] == pdb["spec"]
     assert got["image"] == f"ghcr.io/kubetrain/kubetrain:{kubetrain.__version__}"
     svc = one(default, "Service")

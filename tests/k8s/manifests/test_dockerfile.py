@@ -8,7 +8,7 @@ import json
 import re
 import tomllib
 
-from tests.k8s.manifests.conftest import MANIFESTS, ROOT, load_docs
+from tests.k8s.manifests.conftest import BASE, ROOT, load_docs
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -50,14 +50,14 @@ def test_build_tools_are_pinned() -> None:
 def test_runs_as_numeric_non_root_user_like_the_deployment_requires() -> None:
     users = [v for k, v in instructions() if k == "USER"]
     assert users and re.fullmatch(r"[1-9]\d*:[1-9]\d*", users[-1])
-    (dep,) = load_docs((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    (dep,) = load_docs((BASE / "operator" / "deployment.yaml").read_text())
     assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
 def test_entrypoint_and_ports_match_the_deployment() -> None:
     ins = dict(instructions())
     assert json.loads(ins["ENTRYPOINT"]) == ["kubetrain"]
-    (dep,) = load_docs((MANIFESTS / "operator" / "deployment.yaml").read_text())
+    (dep,) = load_docs((BASE / "operator" / "deployment.yaml").read_text())
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert json.loads(ins["CMD"]) == [container["args"][0]]
     exposed = {int(p) for p in ins["EXPOSE"].split()}

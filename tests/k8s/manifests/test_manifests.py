@@ -1,9 +1,12 @@
 """The kustomize install tree: generated parts in sync with the code, every object valid for Kubernetes 1.37,
-and the pieces wired to each other (Service -> pods, webhooks -> Service, RBAC -> ServiceAccount)."""
+the pieces wired to each other (Service -> pods, webhooks -> Service, RBAC -> ServiceAccount), and the two
+installs docs/install.md applies in turn: the manager (everything but the built-in runtimes), then the runtimes,
+once their CRD is Established."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -14,14 +17,23 @@ import yaml
 import kubetrain
 from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
 from kubetrain.k8s.webhook import names, webhook_configurations
-from tests.k8s.manifests.conftest import MANIFESTS, NAMESPACE, kustomize_build, load_docs, schema_errors
+from tests.k8s.manifests.conftest import (
+    BASE,
+    MANAGER,
+    MANIFESTS,
+    NAMESPACE,
+    RUNTIMES,
+    kustomize_build,
+    load_docs,
+    schema_errors,
+)
 
 UPDATE = os.environ.get("KUBETRAIN_UPDATE_MANIFESTS") == "1"
 _HEADER = "# Generated from kubetrain.k8s.webhook.webhook_configurations(); do not edit.\n"
 _RUNTIMES_KUSTOMIZATION_HEAD = """\
 # Copies of the built-in runtimes (src/kubetrain/runtimes, package data), kept equal by tests/k8s/manifests.
-# Labelled webhook-validation=disabled (as upstream's overlay does), so installing them in the same apply
-# as the webhook does not wait for the operator to serve it.
+# Installed by ../../overlays/runtimes, after the manager install. Labelled webhook-validation=disabled (as
+# upstream's overlay does), so installing them does not wait for the operator to serve the webhook.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 labels:
@@ -33,20 +45,20 @@ resources:
 
 
 def expected_generated() -> dict[Path, str]:
-    """Every generated file under manifests/ and its content."""
+    """Every generated file under manifests/base and its content."""
     out: dict[Path, str] = {}
     for crd in generate_crds():
-        out[MANIFESTS / "crds" / crd_filename(crd)] = dump_yaml([crd])
+        out[BASE / "crds" / crd_filename(crd)] = dump_yaml([crd])
     validating, mutating = webhook_configurations(names.DEFAULT_SERVICE, NAMESPACE)
-    out[MANIFESTS / "webhook" / "validating.yaml"] = _HEADER + dump_yaml([validating])
-    out[MANIFESTS / "webhook" / "mutating.yaml"] = _HEADER + dump_yaml([mutating])
+    out[BASE / "webhook" / "validating.yaml"] = _HEADER + dump_yaml([validating])
+    out[BASE / "webhook" / "mutating.yaml"] = _HEADER + dump_yaml([mutating])
     runtime_files = sorted(
         (e for e in resources.files("kubetrain.runtimes").iterdir() if e.name.endswith(".yaml")),
         key=lambda e: e.name,
     )
     for entry in runtime_files:
-        out[MANIFESTS / "runtimes" / entry.name] = entry.read_text(encoding="utf-8")
-    out[MANIFESTS / "runtimes" / "kustomization.yaml"] = _RUNTIMES_KUSTOMIZATION_HEAD + "".join(
+        out[BASE / "runtimes" / entry.name] = entry.read_text(encoding="utf-8")
+    out[BASE / "runtimes" / "kustomization.yaml"] = _RUNTIMES_KUSTOMIZATION_HEAD + "".join(
         f"- {e.name}\n" for e in runtime_files
     )
     return out
@@ -63,7 +75,7 @@ def test_generated_manifests_are_in_sync() -> None:
         for p, text in expected.items()
         if not p.exists() or p.read_text() != text
     )
-    runtime_dir = MANIFESTS / "runtimes"
+    runtime_dir = BASE / "runtimes"
     extra = sorted(p.name for p in runtime_dir.glob("*.yaml") if p not in expected)
     assert (stale, extra) == ([], []), "regenerate: KUBETRAIN_UPDATE_MANIFESTS=1 pytest tests/k8s/manifests"
 
@@ -90,7 +102,7 @@ def test_every_file_is_listed_in_a_kustomization() -> None:
 
 
 def test_public_configmap_matches_the_sdk_and_our_version() -> None:
-    (cm,) = load_docs((MANIFESTS / "public" / "configmap.yaml").read_text())
+    (cm,) = load_docs((BASE / "public" / "configmap.yaml").read_text())
     assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == (
         "kubeflow-trainer-public",
         "kubeflow-system",
@@ -100,7 +112,7 @@ def test_public_configmap_matches_the_sdk_and_our_version() -> None:
 
 
 def test_operator_image_tag_is_our_version() -> None:
-    k = yaml.safe_load((MANIFESTS / "operator" / "kustomization.yaml").read_text())
+    k = yaml.safe_load((BASE / "operator" / "kustomization.yaml").read_text())
     assert k["images"] == [{"name": "ghcr.io/kubetrain/kubetrain", "newTag": kubetrain.__version__}]
 
 
@@ -108,8 +120,19 @@ def test_operator_image_tag_is_our_version() -> None:
 
 
 @pytest.fixture(scope="module")
-def built() -> list[dict[str, Any]]:
-    return kustomize_build(MANIFESTS)
+def manager() -> list[dict[str, Any]]:
+    return kustomize_build(MANAGER)
+
+
+@pytest.fixture(scope="module")
+def runtimes() -> list[dict[str, Any]]:
+    return kustomize_build(RUNTIMES)
+
+
+@pytest.fixture(scope="module")
+def built(manager: list[dict[str, Any]], runtimes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The whole install: both steps."""
+    return manager + runtimes
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -141,6 +164,56 @@ def test_build_contents(built: list[dict[str, Any]]) -> None:
         "ValidatingWebhookConfiguration",
     ]
     assert len(by_kind(built, "CustomResourceDefinition")) == 3
+
+
+def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+    return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+
+def test_each_base_is_in_exactly_one_of_the_two_installs() -> None:
+    used: Counter[Path] = Counter()
+    for overlay in (MANAGER, RUNTIMES):
+        for res in yaml.safe_load((overlay / "kustomization.yaml").read_text())["resources"]:
+            used[(overlay / res).resolve()] += 1
+    assert used == Counter({d.resolve(): 1 for d in BASE.iterdir() if d.is_dir()})
+    assert yaml.safe_load((RUNTIMES / "kustomization.yaml").read_text())["resources"] == ["../../base/runtimes"]
+
+
+def test_there_is_no_one_apply_install_of_everything() -> None:
+    """`kubectl apply -k manifests/` would race the runtimes against their CRDs on a fresh cluster; it fails with
+    kustomize's "unable to find one of 'kustomization.yaml'..." instead of half-installing."""
+    assert not [p for p in ("kustomization.yaml", "kustomization.yml", "Kustomization") if (MANIFESTS / p).exists()]
+
+
+def test_the_manager_install_holds_no_runtime(manager: list[dict[str, Any]]) -> None:
+    """Step 1 creates the CRDs: an object of their kinds in the same apply could reach the API server before it
+    serves the kind (`no matches for kind "ClusterTrainingRuntime"`)."""
+    assert [key(d) for d in manager if d["apiVersion"].startswith("trainer.kubeflow.org/")] == []
+    assert {d["metadata"]["name"] for d in by_kind(manager, "CustomResourceDefinition")} == {
+        f"{plural}.trainer.kubeflow.org" for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+    }
+    assert by_kind(manager, "Deployment") and by_kind(manager, "ValidatingWebhookConfiguration")
+
+
+def test_the_runtimes_install_is_the_built_in_runtimes_only(runtimes: list[dict[str, Any]]) -> None:
+    assert {d["kind"] for d in runtimes} == {"ClusterTrainingRuntime"}
+    shipped = [
+        yaml.safe_load(e.read_text(encoding="utf-8"))["metadata"]["name"]
+        for e in resources.files("kubetrain.runtimes").iterdir()
+        if e.name.endswith(".yaml")
+    ]
+    assert sorted(d["metadata"]["name"] for d in runtimes) == sorted(shipped)
+
+
+def test_the_two_installs_together_are_every_object_once(
+    manager: list[dict[str, Any]], runtimes: list[dict[str, Any]]
+) -> None:
+    """Nothing lost in the split, nothing installed twice: the two builds hold exactly the objects of the files
+    under manifests/base, as the single tree did."""
+    files = [d for p in BASE.rglob("*.yaml") if p.name != "kustomization.yaml" for d in load_docs(p.read_text())]
+    assert sorted(key(d) for d in manager + runtimes) == sorted(key(d) for d in files)
+    assert len({key(d) for d in manager + runtimes}) == len(manager) + len(runtimes)
+    assert len(runtimes) == len(list((BASE / "runtimes").glob("*.yaml"))) - 1  # one file each, bar kustomization
 
 
 def test_namespaces(built: list[dict[str, Any]]) -> None:

@@ -1,6 +1,6 @@
 """The ValidatingWebhookConfiguration and MutatingWebhookConfiguration that point the API server at us.
 
-Generated here so the paths and names cannot drift from the server's routes; ``manifests/webhook`` holds the
+Generated here so the paths and names cannot drift from the server's routes; ``manifests/base/webhook`` holds the
 output (a test keeps it in sync) and the Helm chart templates the same shape.
 """
 
