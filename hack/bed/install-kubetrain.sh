@@ -6,14 +6,9 @@ source "$(dirname "$0")/lib.sh"
 [ "${1:-}" = --help ] && { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 t=$(now)
 cd "$REPO"
-if [ -d manifests/overlays/manager ]; then
-  k apply --server-side --force-conflicts -k manifests/overlays/manager >/dev/null
-  k wait --for condition=Established --timeout=60s crd/trainjobs.trainer.kubeflow.org \
-    crd/trainingruntimes.trainer.kubeflow.org crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null
-  k apply --server-side --force-conflicts -k manifests/overlays/runtimes >/dev/null
-else
-  k apply --server-side --force-conflicts -k manifests/ >/dev/null 2>&1 || k apply --server-side --force-conflicts -k manifests/ >/dev/null
-fi
+k apply --server-side --force-conflicts -k manifests/overlays/manager >/dev/null
+k wait --for condition=Established --timeout=60s crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null
+k apply --server-side --force-conflicts -k manifests/overlays/runtimes >/dev/null
 k -n kubeflow-system rollout restart deployment/kubetrain-operator >/dev/null
 k -n kubeflow-system rollout status deployment/kubetrain-operator --timeout=300s >/dev/null
 say "kubetrain installed and rolled out in $(( $(now) - t )) s"
