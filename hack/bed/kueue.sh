@@ -8,7 +8,7 @@
 #   hack/bed/kueue.sh status
 #
 # Integrations: Kueue's defaults, i.e. trainer.kubeflow.org/trainjob *and* jobset.x-k8s.io/jobset (a TrainJob must
-# still get exactly one Workload). waitForPodsReady is on (timeout KUEUE_PODS_READY_TIMEOUT, default 5m) so the
+# still get exactly one Workload). waitForPodsReady is on (timeout KUEUE_PODS_READY_TIMEOUT, default 60s) so the
 # e2e suite can see Kueue read PodsReady from a TrainJob's status.
 # Env: K8S_HOME (the bed), KUEUE_WEBHOOK_PORT=9443, KUEUE_HEALTH_PORT=18082, KUEUE_METRICS_PORT=18443,
 #      KUEUE_KUBECONFIG (another cluster, e.g. MultiKueue's manager), KUEUE_NAME (process name, default kueue),
@@ -98,7 +98,7 @@ leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 clientConnection: {qps: 300, burst: 500}
 waitForPodsReady:
-  timeout: ${KUEUE_PODS_READY_TIMEOUT:-5m}
+  timeout: ${KUEUE_PODS_READY_TIMEOUT:-60s}
   blockAdmission: false
   requeuingStrategy: {timestamp: Eviction, backoffBaseSeconds: 5, backoffMaxSeconds: 30}
 integrations:

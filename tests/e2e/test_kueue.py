@@ -126,6 +126,14 @@ class Queues:
         self.cq, self.lq, self.flavor = uniq("kt-cq"), "team", uniq("kt-flavor")
         self.node = ready_nodes()[-1]
         self.pool = self.ns  # the node label's value: this test's own
+        # The flavor tolerates the node's own taints too (hack/bed/add-node.sh taints the second node so that only
+        # pods meant for it land there): then the pods get there only through what Kueue adds.
+        node = get(NODE, self.node, None) or {}
+        self.tolerations = [TOLERATION] + [
+            {"key": t["key"], "operator": "Equal", "value": t.get("value", ""), "effect": t["effect"]}
+            for t in node.get("spec", {}).get("taints") or []
+            if t.get("effect") in ("NoSchedule", "NoExecute")
+        ]
         self.priorities: list[str] = []
         self.label_node(self.pool)
         self.apply(quota)
@@ -170,7 +178,7 @@ class Queues:
                 "kind": "ResourceFlavor",
                 "metadata": {"name": self.flavor},
                 # Kueue puts these on the admitted pods: a nodeSelector and a toleration.
-                "spec": {"nodeLabels": {POOL_LABEL: self.pool}, "tolerations": [TOLERATION]},
+                "spec": {"nodeLabels": {POOL_LABEL: self.pool}, "tolerations": self.tolerations},
             }
             await ssa(client, flavor, FLAVOR)
             await ssa(client, self.cq_body(quota), CLUSTER_QUEUE)
@@ -376,7 +384,7 @@ def test_a_queued_trainjob_waits_without_quota_then_runs_on_the_flavors_node(que
     wait_until(lambda: queues.resumed("first"), 120, "Resumed")
     pod = wait_until(lambda: queues.pods("first"), 60, "pods")[0]
     assert pod["spec"].get("nodeSelector", {}).get(POOL_LABEL) == queues.pool
-    assert TOLERATION in (pod["spec"].get("tolerations") or [])
+    assert all(t in (pod["spec"].get("tolerations") or []) for t in queues.tolerations)
     if queues.mode == "trainjob":
         # Kueue's admission reached the pods through its runtime patch on the TrainJob.
         patches = queues.get_trainjob("first")["spec"].get("runtimePatches") or []
@@ -486,27 +494,31 @@ def test_deleting_a_queued_trainjob_removes_its_workload(queues: Queues) -> None
     assert queues.workloads() == []
 
 
-def test_suspending_a_queued_trainjob_by_hand_deactivates_its_workload(queues: Queues) -> None:
-    if queues.mode == "trainjob":
-        pytest.skip(
-            "trainjob mode: Kueue owns the TrainJob's spec.suspend (it resumes an admitted TrainJob); a user stops "
-            "it by deactivating its Workload, as for any job Kueue manages (docs/kueue.md)"
-        )
+def test_stopping_a_queued_trainjob_by_hand(queues: Queues) -> None:
+    """jobset mode: ``spec.suspend: true`` on the TrainJob; the operator deactivates the JobSet's Workload, since
+    Kueue would resume an admitted JobSet that is merely suspended. trainjob mode: Kueue owns the TrainJob's
+    ``spec.suspend``, so a user stops it as any job Kueue manages, by deactivating its Workload
+    (``spec.active: false``) and reactivating it later (docs/kueue.md)."""
     queues.apply(QUOTA)
     queues.trainjob("job", seconds=20)
     wait_until(lambda: queues.running("job"), 120, "pod Running")
+    workload = (queues.workload("job") or {})["metadata"]["name"]
 
-    def set_suspend(value: bool) -> None:
-        call(lambda c: c.merge_patch(r.TRAINJOB, "job", queues.ns, {"spec": {"suspend": value}}))
+    def stop(value: bool) -> None:
+        if queues.mode == "jobset":
+            call(lambda c: c.merge_patch(r.TRAINJOB, "job", queues.ns, {"spec": {"suspend": value}}))
+        else:
+            call(lambda c: c.merge_patch(WORKLOAD, workload, queues.ns, {"spec": {"active": not value}}))
 
-    set_suspend(True)
+    stop(True)
     wait_until(lambda: (queues.workload("job") or {}).get("spec", {}).get("active") is False, 60, "Workload inactive")
     wait_until(lambda: not queues.pods("job"), 120, "pods deleted")
-    assert (queues.jobset("job") or {})["spec"]["suspend"] is True
-    assert (queues.suspended("job") or {}).get("reason") == "Suspended"
-    # Kueue does not resume it behind the user's back: still suspended after Kueue processed the eviction.
+    assert queues.held("job")
+    expected = "Suspended"
+    assert (queues.suspended("job") or {}).get("reason") == expected
+    # Kueue does not resume it behind the user's back: still held after Kueue processed the eviction.
     wait_until(lambda: queues.workload_condition("job", "QuotaReserved")["status"] == "False", 60, "quota released")
-    assert (queues.jobset("job") or {})["spec"]["suspend"] is True
-    set_suspend(False)
+    assert queues.held("job")
+    stop(False)
     wait_until(lambda: queues.resumed("job"), 120, "Resumed")
     assert wait_until(lambda: queues.finished("job"), 240, "Complete") == "Complete"
