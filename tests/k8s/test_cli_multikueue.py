@@ -86,7 +86,7 @@ RUNNING_ON_WORKER = {
         {"type": "Suspended", "status": "False", "reason": "Resumed", "message": "resumed",
          "lastTransitionTime": "2026-01-01T00:00:01Z"}
     ],
-    "jobsStatus": [{"name": "node", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0}],
+    "jobsStatus": [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}],
 }  # fmt: skip
 
 
@@ -108,10 +108,10 @@ def test_a_multikueue_trainjob_is_queued_then_running_on_its_worker_with_no_pods
         st = backend.states([backend.get_trainjob("far", "default")])[0]
         assert (st.state, st.reason, st.cluster) == ("Created", "Dispatched", "worker-1")
 
-        # The worker's status arrives: both trainer Jobs ready there, so Running, though no pod is here.
+        # The worker's status arrives: its trainer Job (both pods) ready there, so Running, though no pod is here.
         copy_worker_status(bg, "far", RUNNING_ON_WORKER)
         st = backend.states([backend.get_trainjob("far", "default")])[0]
-        assert st.explain() == 'Running (on worker cluster "worker-1" (node ready 2/2))'
+        assert st.explain() == 'Running (on worker cluster "worker-1" (node: 1/1 Jobs ready))'
         assert st.cluster == "worker-1"
 
         d = backend.describe_trainjob("far", "default")
@@ -159,7 +159,7 @@ def test_finished_on_the_worker_stays_finished_here_and_says_where(tmp_path: Pat
         done = {
             "conditions": [{"type": "Complete", "status": "True", "reason": "JobSetCompleted",
                             "message": "jobset completed successfully", "lastTransitionTime": "2026-01-01T00:01:00Z"}],
-            "jobsStatus": [{"name": "node", "ready": 0, "succeeded": 2, "failed": 0, "active": 0, "suspended": 0}],
+            "jobsStatus": [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}],
         }  # fmt: skip
         copy_worker_status(bg, "far", done)
         st = backend.states([backend.get_trainjob("far", "default")])[0]

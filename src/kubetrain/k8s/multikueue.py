@@ -122,8 +122,8 @@ def multikueue_state(tj: TrainJob, placement: Placement | None) -> StateView:
     trainer = [j for j in jobs if j.name in TRAINER_JOBS]
     cluster = placement.cluster if placement is not None else ""
     if trainer:
-        # jobsStatus counts the worker JobSet's Jobs (one per node); a Job is ready once its pod is.
-        counts = ", ".join(f"{j.name} ready {j.ready}/{j.active + j.succeeded}" for j in trainer)
+        # jobsStatus counts the worker JobSet's Jobs, not pods; a Job is ready once all its pods are.
+        counts = ", ".join(f"{j.name}: {j.ready}/{j.active + j.succeeded} Jobs ready" for j in trainer)
         if all(j.active + j.succeeded > 0 and j.ready >= j.active for j in trainer):
             return StateView("Running", "", f"on {where} ({counts})", cluster)
         return StateView("Pending", "WaitingForPods", f"on {where} ({counts})", cluster)
