@@ -63,6 +63,20 @@ metadata: {name: kueue-manager-rolebinding}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kueue-manager-role}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
+  # Kueue caches Secrets in its own namespace (MultiKueue's worker kubeconfigs, on by default). Without this Role
+  # that cache never syncs and Kueue exits two minutes after its start ("Could not wait for Cache to sync").
+  kt apply --server-side --force-conflicts -f - >/dev/null <<EOT
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kueue-manager-secrets, namespace: kueue-system}
+rules: [{apiGroups: [""], resources: [secrets], verbs: [get, list, watch, update]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kueue-manager-secrets, namespace: kueue-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
+EOT
   python3 "$HERE/webhooks_by_url.py" "$KSRC/config/components/webhook/manifests.yaml" \
     "https://127.0.0.1:$WEBHOOK_PORT" "$PKI/ca.crt" "kueue-" > "$DIR/webhooks.yaml"
   kt wait --for condition=Established --timeout=60s -f "$KSRC/config/components/crd/bases" >/dev/null
