@@ -63,17 +63,18 @@ metadata: {name: kueue-manager-rolebinding}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kueue-manager-role}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
-  # Its Secrets (MultiKueue kubeconfigs) in its own namespace, as the namespaced Role of its install gives them.
+  # Kueue caches Secrets in its own namespace (MultiKueue's worker kubeconfigs, on by default). Without this Role
+  # that cache never syncs and Kueue exits two minutes after its start ("Could not wait for Cache to sync").
   kt apply --server-side --force-conflicts -f - >/dev/null <<EOT
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: kueue-manager-secrets-role, namespace: kueue-system}
+metadata: {name: kueue-manager-secrets, namespace: kueue-system}
 rules: [{apiGroups: [""], resources: [secrets], verbs: [get, list, update, watch]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: kueue-manager-secrets-rolebinding, namespace: kueue-system}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets-role}
+metadata: {name: kueue-manager-secretsbinding, namespace: kueue-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
   # v1beta1 and v1beta2 differ: the API server converts through Kueue's /convert, as Kueue's own install does.

@@ -97,6 +97,9 @@ class StateView:
     state: str
     reason: str = ""
     message: str = ""
+    cluster: str = ""
+    """The worker cluster that runs it when MultiKueue dispatched it there (``status.clusterName`` of its Kueue
+    Workload on the manager), else empty."""
 
     @property
     def finished(self) -> bool:

@@ -33,11 +33,12 @@ RUNTIME_KINDS = (
 )
 
 
-def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool) -> list[str]:
+def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool, clusters: bool = False) -> list[str]:
     row = ([j.namespace] if all_ns else []) + [
         j.name,
         j.spec.runtime_ref.name,
         st.state,
+        *([st.cluster or "-"] if clusters else []),
         progress_column(j.to_wire().get("status") if j.status is not None else None),
         nodes(j),
         age(j.metadata.creation_timestamp),
@@ -52,8 +53,9 @@ def _trainjob_row(j: TrainJob, st: StateView, all_ns: bool, wide: bool) -> list[
     return row
 
 
-def _trainjob_headers(all_ns: bool, wide: bool) -> list[str]:
-    cols = (["NAMESPACE"] if all_ns else []) + ["NAME", "RUNTIME", "STATE", "PROGRESS", "NODES", "AGE"]
+def _trainjob_headers(all_ns: bool, wide: bool, clusters: bool = False) -> list[str]:
+    cols = (["NAMESPACE"] if all_ns else []) + ["NAME", "RUNTIME", "STATE"] + (["CLUSTER"] if clusters else [])
+    cols += ["PROGRESS", "NODES", "AGE"]
     return cols + (["REASON", "JOBS", "MESSAGE"] if wide else [])
 
 
@@ -112,6 +114,9 @@ def get_trainjobs(
     order = _sorted(jobs, wires, sort_by)
     jobs, wires = [jobs[i] for i in order], [wires[i] for i in order]
     wide = output == "wide"
+    # MultiKueue runs some of them on worker clusters: a CLUSTER column says which (only then, so a plain list
+    # keeps kubectl's columns).
+    clusters = any(j.spec.managed_by == c.MANAGED_BY_MULTIKUEUE for j in jobs)
     if output in ("yaml", "json"):
         if jobs or not names:
             dump_objects(wires, output)
@@ -119,16 +124,16 @@ def get_trainjobs(
         _print_names("trainjob", [j.name for j in jobs])
     elif jobs:
         states = backend.states(jobs)
-        rows = [_trainjob_row(j, st, all_ns, wide) for j, st in zip(jobs, states, strict=True)]
-        click.echo(plain_table(_trainjob_headers(all_ns, wide), rows, no_headers=no_headers), nl=False)
+        rows = [_trainjob_row(j, st, all_ns, wide, clusters) for j, st in zip(jobs, states, strict=True)]
+        click.echo(plain_table(_trainjob_headers(all_ns, wide, clusters), rows, no_headers=no_headers), nl=False)
     elif not names and not watch:
         where = "any namespace" if ns is None else f"namespace {ns}"
         click.echo(f"No TrainJobs found in {where}.", err=True)
     if watch:
         shown: list[list[str]] = []
         if output not in ("yaml", "json", "name") and jobs:
-            shown = [_trainjob_row(j, st, all_ns, wide) for j, st in zip(jobs, states, strict=True)]
-        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, shown)
+            shown = [_trainjob_row(j, st, all_ns, wide, clusters) for j, st in zip(jobs, states, strict=True)]
+        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, shown, clusters)
     return rc
 
 
@@ -142,10 +147,11 @@ def _watch(
     wide: bool,
     no_headers: bool,
     shown: list[list[str]],
+    clusters: bool = False,
 ) -> None:
     """Print each change as one more row (or one more document), until Ctrl-C. ``shown`` are the rows the list
     printed: the watch's first report of those same rows is not repeated, and new rows keep their columns."""
-    headers = _trainjob_headers(all_ns, wide)
+    headers = _trainjob_headers(all_ns, wide, clusters)
     widths: list[int] | None = None
     if shown:
         widths = [max(len(r[i]) for r in [headers, *shown]) for i in range(len(headers))]
@@ -162,7 +168,7 @@ def _watch(
             continue
         if initial and item.type == "ADDED" and output in ("yaml", "json", "name"):
             continue  # the list above showed it, as kubectl does
-        row = _trainjob_row(item.trainjob, item.state, all_ns, wide)
+        row = _trainjob_row(item.trainjob, item.state, all_ns, wide, clusters)
         if item.type == "ADDED" and key(row) in unseen:
             unseen.discard(key(row))
             continue
@@ -267,7 +273,8 @@ def register(group: click.Group) -> None:
         PersistentVolumeClaims, like kubectl get (a Secret's values are never shown in a table).
 
         STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
-        Complete or Failed; -o wide adds the reason. PROGRESS is the job's last reported status.trainerStatus
+        Complete or Failed; -o wide adds the reason. On a MultiKueue manager cluster a CLUSTER column names the
+        worker cluster each dispatched TrainJob runs on. PROGRESS is the job's last reported status.trainerStatus
         progressPercentage (- when it reported none; see `kubetrain metrics`).
 
         \b

@@ -32,6 +32,7 @@ from kubetrain.k8s.cli_watch import jobset_name_of, key_of, watch_trainjobs
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import ConfigError, load
+from kubetrain.k8s.multikueue import Placement, list_workloads, managed_by_multikueue, multikueue_state, placement_of
 from kubetrain.k8s.pod_failures import with_failures
 from kubetrain.k8s.steps import newest_per_step, step_name, step_view
 
@@ -260,9 +261,14 @@ class ClusterBackend:
                 pods.setdefault((key_of(p)[0], jobset_name_of(p)), []).append(p)
             for js in sets:
                 jobsets[key_of(js)] = js
+        # MultiKueue runs these on a worker cluster: their state comes from the manager's Kueue Workloads.
+        placements = self._placements([j for j in jobs if managed_by_multikueue(j)], scope)
         out = []
         for j in jobs:
             k = (j.namespace, j.name)
+            if managed_by_multikueue(j):
+                out.append(with_failures(multikueue_state(j, placements.get(k)), j.to_wire().get("status")))
+                continue
             jobset = jobsets.get(k)
             views = [step_view(p) for p in newest_per_step(pods.get(k, []))] if known else None
             state = trainjob_state(
@@ -272,6 +278,20 @@ class ClusterBackend:
                 no_pods_reason="" if jobset is not None else "no JobSet yet",
             )
             out.append(with_failures(state, j.to_wire().get("status")))
+        return out
+
+    def _placements(self, jobs: list[TrainJob], scope: list[str | None]) -> dict[tuple[str, str], Placement]:
+        if not jobs:
+            return {}
+        workloads: list[dict[str, Any]] = []
+        for ns in scope:
+            found = self._run(list_workloads(self.client, ns))
+            workloads += found or []
+        out = {}
+        for j in jobs:
+            p = placement_of(workloads, j)
+            if p is not None:
+                out[(j.namespace, j.name)] = p
         return out
 
     def progress_history(self, name: str, namespace: str) -> list[ProgressPoint]:
@@ -322,7 +342,15 @@ class ClusterBackend:
     ) -> Iterator[WatchItem | None]:
         sel = parse_selector(selector) if selector else None
 
-        def state_of(tj: TrainJob, pods: list[dict[str, Any]]) -> StateView:
+        async def placed(tj: TrainJob) -> StateView:
+            # MultiKueue runs it on a worker cluster: the manager's Workload says which (one read per change).
+            workloads = await list_workloads(self.client, tj.namespace)
+            placement = placement_of(workloads, tj) if workloads is not None else None
+            return with_failures(multikueue_state(tj, placement), tj.to_wire().get("status"))
+
+        def state_of(tj: TrainJob, pods: list[dict[str, Any]]) -> StateView | Awaitable[StateView]:
+            if managed_by_multikueue(tj):
+                return placed(tj)
             state = trainjob_state(tj, [step_view(p) for p in newest_per_step(pods)])
             return with_failures(state, tj.to_wire().get("status"))
 

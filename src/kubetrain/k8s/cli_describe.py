@@ -13,6 +13,7 @@ from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import StepView, TrainJobDetails
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.multikueue import describe_extra, managed_by_multikueue, multikueue_state
 from kubetrain.k8s.pod_failures import failure_views, recorded_logs, with_failures
 from kubetrain.k8s.steps import (
     events_for,
@@ -78,10 +79,21 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
             extra["PodGroup"] += f" ({why})"
     no_pods = (jobset_reason(jobset) if jobset else "no JobSet yet") or ""
     status = tj.to_wire().get("status")
-    state = with_failures(
-        trainjob_state(tj, views, expected_trainer_pods=expected_trainer_pods(jobset), no_pods_reason=no_pods),
-        status,
-    )
+    placement = None
+    if managed_by_multikueue(tj):
+        # It runs on a worker cluster: no JobSet or pods here, its state is the status Kueue copies back.
+        mk, placement = await describe_extra(client, tj)
+        if jobset is None:
+            extra["JobSet"] = "(none here: the worker cluster's operator builds it there)"
+        extra = {**mk, **extra}
+        state = with_failures(multikueue_state(tj, placement), status)
+    else:
+        if tj.spec.managed_by not in (None, "", c.MANAGED_BY_DEFAULT):
+            extra = {"Managed by": tj.spec.managed_by, **extra}
+        state = with_failures(
+            trainjob_state(tj, views, expected_trainer_pods=expected_trainer_pods(jobset), no_pods_reason=no_pods),
+            status,
+        )
     try:
         events, _ = await client.list(r.EVENT, namespace)
     except ApiError:
@@ -93,6 +105,11 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
         if ref.get("kind") == "Job"
     }
     names = {name, *podgroup_names, *jobs, *((p.get("metadata") or {}).get("name", "") for p in raw_pods)}
+    kinds = EVENT_KINDS
+    if placement is not None:
+        # Kueue's events (quota reserved, admitted, the MultiKueue check) are on the Workload.
+        names.add(placement.workload)
+        kinds = EVENT_KINDS | {"Workload"}
     failure_logs: dict[str, list[str]] = {}
     for pod, view in zip(pods, views, strict=True):
         if not _failed(view):
@@ -110,13 +127,15 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
         live = failure_logs.get(step)
         if live is None or (len(live) == 1 and live[0].startswith("(log ")):
             failure_logs[step] = lines
-    extra["Pods"] = ", ".join(sorted(p["metadata"]["name"] for p in raw_pods)) or "(none)"
+    extra["Pods"] = ", ".join(sorted(p["metadata"]["name"] for p in raw_pods)) or (
+        "(none here: they run on the worker cluster)" if managed_by_multikueue(tj) else "(none)"
+    )
     labels = {c.LABEL_JOBSET_NAME: name}
     extra["Pod selector"] = ",".join(f"{k}={v}" for k, v in labels.items())
     return TrainJobDetails(
         trainjob=tj,
         steps=views,
-        events=events_for(events, names, EVENT_KINDS),
+        events=events_for(events, names, kinds),
         extra=extra,
         state=state,
         failure_logs=failure_logs,

@@ -8,8 +8,9 @@ server and re-checked here (the in-memory test server ignores selectors on watch
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from kubetrain.api import TrainJob
@@ -126,7 +127,7 @@ async def watch_trainjobs(
     names: list[str] | None,
     selector: Selector | None,
     parse: Callable[[dict[str, Any]], TrainJob],
-    state_of: Callable[[TrainJob, list[dict[str, Any]]], StateView],
+    state_of: Callable[[TrainJob, list[dict[str, Any]]], StateView | Awaitable[StateView]],
     heartbeat: float = 0.5,
 ) -> AsyncIterator[WatchItem | None]:
     """TrainJobs (with their pods, for the state) as ADDED, then each change of a job or of its state."""
@@ -166,10 +167,12 @@ async def watch_trainjobs(
 
     shown: dict[Key, tuple[str, StateView]] = {}
 
-    def item(type_: str, obj: dict[str, Any]) -> WatchItem | None:
+    async def item(type_: str, obj: dict[str, Any]) -> WatchItem | None:
         k = key_of(obj)
         tj = parse(obj)
-        st = state_of(tj, pods_of(k))
+        found = state_of(tj, pods_of(k))
+        # Awaitable for a job whose state needs another read (a MultiKueue job's Workload).
+        st = await found if inspect.isawaitable(found) else found
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if type_ != "DELETED" and shown.get(k) == (rv, st):
             return None
@@ -180,7 +183,7 @@ async def watch_trainjobs(
         return WatchItem(type_, tj, st)
 
     for obj in sorted(jobs.objects.values(), key=key_of):
-        added = item("ADDED", obj)
+        added = await item("ADDED", obj)
         if added is not None:
             yield added
     yield None  # the initial list is complete (a UI shows it now rather than after the first quiet half second)
@@ -196,7 +199,7 @@ async def watch_trainjobs(
                 continue
             kind, obj = got
             if kind == "gone":
-                gone = item("DELETED", obj)
+                gone = await item("DELETED", obj)
                 if gone is not None:
                     yield gone
                 continue
@@ -205,7 +208,7 @@ async def watch_trainjobs(
                 if job is None:
                     continue
                 obj = job
-            out = item("MODIFIED", obj)
+            out = await item("MODIFIED", obj)
             if out is not None:
                 yield out
     finally:

@@ -8,6 +8,7 @@ use this module, so the message the operator composes and the lines ``describe``
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -369,11 +370,11 @@ def with_failures(state: StateView, status: dict[str, Any] | None) -> StateView:
     crash loop) with the most recent failure as its reason."""
     if state.state == "Failed":
         head = split_message(state.message)[0]
-        return state if head == state.message else StateView(state.state, state.reason, head)
+        return state if head == state.message else dataclasses.replace(state, message=head)
     if state.state == "Running":
         note = running_note(status)
         if note is not None:
-            return StateView(state.state, *note)
+            return dataclasses.replace(state, reason=note[0], message=note[1])
     return state
 
 
