@@ -73,7 +73,7 @@ rules: [{apiGroups: [""], resources: [secrets], verbs: [get, list, update, watch
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: kueue-manager-secretsbinding, namespace: kueue-system}
+metadata: {name: kueue-manager-secrets, namespace: kueue-system}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
