@@ -46,6 +46,28 @@ def test_create_makes_one_jobset_and_snapshot_owned_by_the_trainjob() -> None:
     run(body)
 
 
+def test_the_runtime_snapshot_is_not_on_the_way_to_the_pods() -> None:
+    """The JobSet is applied beside the snapshot, not after it: a snapshot create that keeps failing does not hold
+    the JobSet back, and is retried until it is there."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            env.api.inject("POST", r"/namespaces/default/configmaps(\?|$)", 500, times=10**6)
+            async with running_operator(env):
+                await env.client.create(trainjob("job", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
+                assert env.find("configmaps", "job-runtime-snapshot", group="") is None
+                env.api.faults.clear()
+                snap = await wait_for(
+                    lambda: env.find("configmaps", "job-runtime-snapshot", group=""), what="the snapshot, retried"
+                )
+                assert yaml.safe_load(snap["data"]["runtime"])["metadata"]["name"] == "torch-distributed"
+                assert len(env.items("jobsets", JS)) == 1
+
+    run(body)
+
+
 def test_jobset_completed_and_failed_become_trainjob_conditions() -> None:
     async def body() -> None:
         async with fake_env() as env:
