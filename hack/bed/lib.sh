@@ -103,7 +103,10 @@ alive() { local f=$RUN/$1.pid; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null;
 launch() { # NAME BINARY args...
   local n=$1; shift
   echo "=== $(date -Is) start $n" >> "$LOGS/$n.log"
-  setsid "$@" >> "$LOGS/$n.log" 2>&1 < /dev/null &
+  # A daemon keeps no descriptor it inherited: a `flock` held around the script that started it would otherwise be
+  # held for the daemon's whole life.
+  setsid bash -c 'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done 2>/dev/null
+                  exec "$@"' launch "$@" >> "$LOGS/$n.log" 2>&1 < /dev/null &
   echo $! > "$RUN/$n.pid"
 }
 halt() { # NAME
