@@ -64,6 +64,22 @@ pid_of() {
 }
 alive() { pid_of "$1" >/dev/null; }
 
+# spawn NAME ARGS...: the component as a daemon in a session of its own, logging to logs/nodeN-NAME.log, its pid in
+# run/nodeN-NAME.pid. Every file descriptor but 0-2 is closed first: a lock held around this script (flock
+# bed.lock add-node.sh) must not be inherited by the daemons and outlive the script.
+spawn() {
+  local n=$1; shift
+  echo "=== $(date -Is) start" >> "$LOGS/$N_TAG-$n.log"
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-"; fi
+    done
+    exec setsid "$(exe_of "$n")" "$@" >> "$LOGS/$N_TAG-$n.log" 2>&1 < /dev/null
+  ) &
+  echo $! > "$RUN/$N_TAG-$n.pid"
+}
+
 # stop_component NAME [SIGNAL]: TERM (or SIGNAL), then KILL after 10 s
 stop_component() {
   local pid sig=${2:-TERM}

@@ -222,9 +222,7 @@ if ! alive containerd; then
   if [ -S "$N_SOCK" ] && ctr --address "$N_SOCK" version >/dev/null 2>&1; then
     die "another containerd serves $N_SOCK but run/$N_TAG-containerd.pid does not name it; stop it first"
   fi
-  echo "=== $(date -Is) start" >> "$LOGS/$N_TAG-containerd.log"
-  setsid /usr/bin/containerd --config "$N_ETC/containerd.toml" >> "$LOGS/$N_TAG-containerd.log" 2>&1 < /dev/null &
-  echo $! > "$RUN/$N_TAG-containerd.pid"
+  spawn containerd --config "$N_ETC/containerd.toml"
   for _ in $(seq 300); do ctr --address "$N_SOCK" version >/dev/null 2>&1 && break; alive containerd || break; sleep 0.1; done
   ctr --address "$N_SOCK" version >/dev/null 2>&1 || { tail -n 20 "$LOGS/$N_TAG-containerd.log" >&2; die "containerd did not start"; }
   say "containerd ready in $(since "$t") s (pid $(pid_of containerd))"
@@ -255,12 +253,9 @@ $CTR images ls -q | grep -qxF localhost/pause:3.10 || die "no localhost/pause:3.
 # --- kubelet ---
 t=$(now)
 if ! alive kubelet; then
-  echo "=== $(date -Is) start" >> "$LOGS/$N_TAG-kubelet.log"
-  setsid "$BIN/kubelet" --config "$N_ETC/kubelet-config.yaml" --kubeconfig "$N_ETC/kubelet.kubeconfig" \
+  spawn kubelet --config "$N_ETC/kubelet-config.yaml" --kubeconfig "$N_ETC/kubelet.kubeconfig" \
     --hostname-override "$N_NAME" --node-ip "$N_IP" --node-labels "$LABEL_KEY=$IDX" \
-    --root-dir "$N_STATE/kubelet" --cert-dir "$N_STATE/kubelet/pki" -v="${K8S_VERBOSITY:-1}" \
-    >> "$LOGS/$N_TAG-kubelet.log" 2>&1 < /dev/null &
-  echo $! > "$RUN/$N_TAG-kubelet.pid"
+    --root-dir "$N_STATE/kubelet" --cert-dir "$N_STATE/kubelet/pki" -v="${K8S_VERBOSITY:-1}"
   started=1
 else
   started=0
