@@ -173,6 +173,11 @@ class Kubelet:
 
         return str(self._run(go))
 
+    def create_node(self, name: str, ready: dict[str, Any]) -> None:
+        """A Node whose ``Ready`` condition is ``ready`` (as its kubelet or the node lifecycle controller wrote it)."""
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"conditions": [ready]}}
+        self._run(lambda: self.bg.api.store.create("", "nodes", None, node, "test"))
+
     def set_status(self, pod: str, status: dict[str, Any], namespace: str = "default") -> None:
         store = self.bg.api.store
 

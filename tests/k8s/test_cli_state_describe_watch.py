@@ -136,3 +136,32 @@ def test_delete_runtime_and_selector(tmp_path: Path) -> None:
         ):
             backend.delete_runtime("ClusterTrainingRuntime", "torch-distributed", "default")
         backend.close()
+
+
+def test_describe_says_which_node_a_step_is_on_and_when_that_node_is_not_ready(tmp_path: Path) -> None:
+    with background_api(tmp_path) as (bg, kubeconfig):
+        kubelet = Kubelet(bg)
+        backend = ClusterBackend(kubeconfig, None)
+        backend.apply([trainjob("job")], namespace="default")
+        kubelet.create_jobset("job", replicas=3)
+        gone = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message":
+                "Kubelet stopped posting node status.", "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+        kubelet.create_node("n1", {"type": "Ready", "status": "True"})
+        kubelet.create_node("n2", gone)
+        for i, node in enumerate(("n1", "n2", "n3")):  # n3: deleted from the cluster
+            pod = pod_manifest("job", "node", 0, i, suffix=f"p{i}xyz")
+            pod["spec"]["nodeName"] = node
+            kubelet.create_pod(pod, running())
+        d = backend.describe_trainjob("job", "default")
+        steps = {s.name: s for s in d.steps}
+        assert steps["node-0-0"].reason is None
+        assert steps["node-0-1"].reason == "NodeNotReady"
+        assert steps["node-0-1"].message == (
+            "node n2 Ready=Unknown since 2026-01-01T00:00:00Z: Kubelet stopped posting node status."
+        )
+        assert (steps["node-0-2"].reason, steps["node-0-2"].message) == (
+            "NodeNotReady",
+            "node n3 is gone (deleted from the cluster)",
+        )
+        assert d.extra["Nodes"] == "n1 (node-0-0); n2 (node-0-1, NotReady); n3 (node-0-2, NotReady)"
+        backend.close()

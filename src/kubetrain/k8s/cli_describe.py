@@ -28,6 +28,37 @@ FAILURE_LINES = 20
 EVENT_KINDS = {"TrainJob", "JobSet", "Job", "PodGroup", "Pod"}
 
 
+def node_problem(name: str, node: dict[str, Any] | None) -> str | None:
+    """Why pods on node ``name`` cannot be trusted to run (its kubelet stopped reporting, it was deleted), from the
+    Node object; None while it is Ready. A pod on such a node keeps the phase its kubelet last reported."""
+    if node is None:
+        return f"node {name} is gone (deleted from the cluster)"
+    conds = (node.get("status") or {}).get("conditions") or []
+    ready = next((x for x in conds if x.get("type") == "Ready"), None)
+    if ready is not None and ready.get("status") == "True":
+        return None
+    if ready is None:
+        return f"node {name} has not reported Ready"
+    why = ready.get("message") or ready.get("reason") or ""
+    since = f" since {ready['lastTransitionTime']}" if ready.get("lastTransitionTime") else ""
+    return f"node {name} Ready={ready.get('status')}{since}" + (f": {why}" if why else "")
+
+
+async def _nodes(client: Client, pods: list[dict[str, Any]]) -> dict[str, str | None] | None:
+    """node name -> its problem (None: Ready) for the nodes ``pods`` are bound to; None when Nodes may not be read
+    (a user's RBAC often allows only namespaced objects): describe then says nothing about nodes."""
+    out: dict[str, str | None] = {}
+    for name in sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""}):
+        try:
+            node: dict[str, Any] | None = await client.get(r.NODE, name)
+        except NotFound:
+            node = None
+        except ApiError:
+            return None
+        out[name] = node_problem(name, node)
+    return out
+
+
 def _failed(view: StepView) -> bool:
     return view.state == "Failed" or bool(view.exit_code) or view.reason in ("CrashLoopBackOff", "Error")
 
@@ -52,6 +83,12 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
     name, namespace = tj.name, tj.namespace
     pods = newest_per_step(raw_pods)
     views = [step_view(p) for p in pods]
+    nodes = await _nodes(client, pods)
+    for pod, view in zip(pods, views, strict=True):
+        problem = (nodes or {}).get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        if problem and view.state not in ("Succeeded", "Failed"):
+            # What the pod shows is its kubelet's last word: the node is why it will not change.
+            view.reason, view.message = "NodeNotReady", problem
     extra: dict[str, Any] = {}
     jobset: dict[str, Any] | None = None
     try:
@@ -130,6 +167,13 @@ async def describe(client: Client, tj: TrainJob, raw_pods: list[dict[str, Any]])
     extra["Pods"] = ", ".join(sorted(p["metadata"]["name"] for p in raw_pods)) or (
         "(none here: they run on the worker cluster)" if managed_by_multikueue(tj) else "(none)"
     )
+    if nodes:
+        on: dict[str, list[str]] = {}
+        for pod, view in zip(pods, views, strict=True):
+            on.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(view.name)
+        extra["Nodes"] = "; ".join(
+            f"{n} ({', '.join(steps)}{', NotReady' if nodes.get(n) else ''})" for n, steps in sorted(on.items()) if n
+        )
     labels = {c.LABEL_JOBSET_NAME: name}
     extra["Pod selector"] = ",".join(f"{k}={v}" for k, v in labels.items())
     return TrainJobDetails(

@@ -49,6 +49,7 @@ POD = Resource("", "v1", "pods", "Pod")
 JOB = Resource("batch", "v1", "jobs", "Job")
 EVENT = Resource("", "v1", "events", "Event")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPA = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 TOKEN_REVIEW = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
@@ -69,6 +70,7 @@ KNOWN: tuple[Resource, ...] = (
     JOB,
     EVENT,
     NAMESPACE,
+    NODE,
     LEASE,
     HPA,
     CRD,

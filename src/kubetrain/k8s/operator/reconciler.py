@@ -216,14 +216,14 @@ class TrainJobReconciler:
         # them: one API round trip less from create to pods (bench/bed.py). A snapshot a previous incarnation left
         # is in the cache this compile read (informers list before the first reconcile), so the JobSet applied
         # here is never built from a runtime other than the snapshot's.
-        results = await asyncio.gather(
+        outcomes = await asyncio.gather(
             sync_in_order(),
             *(self._sync(model, obj, from_snapshot, tj, is_elastic) for obj in beside),
             return_exceptions=True,
         )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return is_elastic
 
     async def _sync(

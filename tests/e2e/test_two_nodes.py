@@ -1,0 +1,344 @@
+"""Two nodes: TrainJobs whose pods run on two kubelets, checked by each pod's ``spec.nodeName``.
+
+Needs a cluster with two Ready nodes. On the one-node bed, ``hack/bed/add-node.sh`` adds a second kubelet (its own
+containerd, bridge and pod CIDR, in the same network namespace; ``--help`` there). That node carries the taint
+``bed.kubetrain.io/extra-node:NoSchedule`` so that other users of a shared bed keep to the main node; the runtimes
+here tolerate it, and place pods with a required pod anti-affinity on ``kubernetes.io/hostname`` scoped to each
+test's own pods:
+
+- a torch TrainJob (the README quickstart, DDP over gloo, 2 nodes x 2 processes) trains across the two nodes;
+- JobSet's exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname``) gives each
+  child Job a node of its own. kubetrain, like Kubeflow Trainer, runs a trainer as *one* Indexed Job of numNodes
+  pods, so the annotation keeps a TrainJob's trainer pods together on one node and another TrainJob off it: one
+  trainer per node, not one pod per node. Its anti-affinity spans all namespaces: while that test runs, no other
+  JobSet's pods can start on its nodes (and it waits while others' JobSet pods hold them);
+- an MPI TrainJob (``deepspeed-distributed``, OpenMPI over SSH) whose launcher starts ranks on a worker pod on the
+  other node;
+- the extra node dying mid-job (``hack/bed/remove-node.sh --crash``: its kubelet killed, its containers stopped,
+  then ``add-node.sh`` to bring it back): a static job fails with a reason ``kubetrain describe`` shows, and an
+  elastic one carries on with the node left. These run only as root on the machine of the bed with the node added
+  by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while the node is crashed
+  and restored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubetrain.k8s.client import resources as r
+from tests.e2e.conftest import (
+    IMAGE,
+    NODE,
+    REPO,
+    SLEEP,
+    DeployedOperator,
+    call,
+    conditions,
+    describe_pods,
+    finished,
+    kubectl,
+    kubetrain,
+    list_of,
+    pod_log,
+    pod_spec,
+    pods_of,
+    ready_nodes,
+    torch_runtime,
+    trainjob,
+    uniq,
+    wait_finished,
+    wait_until,
+)
+from tests.e2e.test_elastic import WORKER, elastic_runtime, world_sizes
+from tests.e2e.test_training import SSH_CONFIG, SSHD_CONFIG, mpi_patch
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = REPO / "examples"
+HOSTNAME = "kubernetes.io/hostname"
+EXTRA = "bed.kubetrain.io/extra-node"  # the taint and label hack/bed/add-node.sh gives the node it adds
+TOLERATION = {"key": EXTRA, "operator": "Exists", "effect": "NoSchedule"}
+SPREAD = "e2e.kubetrain.io/spread"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LOCK = os.environ.get("KUBETRAIN_E2E_BED_LOCK")
+
+
+@pytest.fixture(scope="module")
+def two_nodes(bed: str) -> list[str]:
+    """The Ready nodes' names (at least two), the main node (no extra-node label) first."""
+    nodes = ready_nodes()
+    if len(nodes) < 2:
+        pytest.skip(
+            f"needs 2 Ready nodes, the cluster has {len(nodes)} ({', '.join(nodes) or 'none'}); on the bed, add one "
+            "with hack/bed/add-node.sh"
+        )
+    labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in list_of(NODE, None)}
+    return sorted(nodes, key=lambda n: EXTRA in labels.get(n, {}))
+
+
+def placement(group: str, prefer: str | None = None) -> dict[str, Any]:
+    """A pod template's ``metadata`` and ``spec`` fields: tolerate the extra node's taint, and at most one pod of
+    ``group`` per node (a required anti-affinity on the hostname, within the pod's namespace). ``prefer`` adds a
+    preferred node affinity: the Job controller creates index 0 first, so it lands there and index 1 elsewhere."""
+    affinity: dict[str, Any] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {SPREAD: group}}, "topologyKey": HOSTNAME}
+            ]
+        }
+    }
+    if prefer:
+        term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [prefer]}]}
+        preferred = [{"weight": 100, "preference": term}]
+        affinity["nodeAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": preferred}
+    return {"metadata": {"labels": {SPREAD: group}}, "spec": {"affinity": affinity, "tolerations": [TOLERATION]}}
+
+
+def placement_patch(group: str, rjobs: list[str], prefer: str | None = None) -> dict[str, Any]:
+    """A TrainJob runtimePatch that applies :func:`placement` to the pods of ``rjobs``."""
+    place = placement(group, prefer)
+    return {
+        "manager": "e2e.kubetrain.io/placement",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {"replicatedJobs": [{"name": n, "template": {"spec": {"template": place}}} for n in rjobs]}
+            }
+        },
+    }
+
+
+def place_runtime(rt: dict[str, Any], group: str, prefer: str | None = None) -> dict[str, Any]:
+    """``rt`` (from ``torch_runtime``) with :func:`placement` on its ``node`` pods."""
+    place = placement(group, prefer)
+    tmpl = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    tmpl.setdefault("metadata", {}).setdefault("labels", {}).update(place["metadata"]["labels"])
+    tmpl["spec"].update(place["spec"])
+    return rt
+
+
+def node_of(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """pod name -> spec.nodeName."""
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
+
+
+def test_a_torch_trainjob_trains_across_two_nodes(
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str], tmp_path: Path
+) -> None:
+    ns = fresh_namespace
+    kubectl("create", "configmap", "quickstart-code", f"--from-file={EXAMPLES / 'quickstart' / 'train.py'}", "-n", ns)
+    tj = yaml.safe_load((EXAMPLES / "quickstart" / "cluster.yaml").read_text())
+    tj["spec"]["trainer"]["image"] = IMAGE
+    tj["spec"]["runtimePatches"].append(placement_patch(uniq("ddp"), ["node"]))
+    path = tmp_path / "quickstart.yaml"
+    path.write_text(yaml.safe_dump(tj))
+    t0 = time.monotonic()
+    done = kubetrain("run", "-f", str(path), "-n", ns, timeout=900, check=False)
+    took = time.monotonic() - t0
+    print(done.stdout, done.stderr)
+    pods = pods_of("quickstart", ns)
+    nodes = node_of(pods)
+    print(f"nodeNames: {nodes}; kubetrain run took {took:.1f} s")
+    assert done.returncode == 0, done.stderr
+    assert "[node-0/0] training on 4 processes (2 nodes)" in done.stdout
+    losses = [float(x) for x in re.findall(r"\[node-0/0\] epoch \d+/5 loss ([0-9.]+)", done.stdout)]
+    assert len(losses) == 5, done.stdout
+    assert losses[-1] < losses[0] / 5, losses  # it learns
+    assert len(pods) == 2 and len(set(nodes.values())) == 2, nodes  # one pod on each node
+
+
+def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+) -> None:
+    ns = fresh_namespace
+    spec = pod_spec(tolerations=[TOLERATION])
+    rt = torch_runtime(uniq("excl"), ns, spec=spec)
+    rt["spec"]["template"]["metadata"] = {"annotations": {EXCLUSIVE: HOSTNAME}}
+    call(lambda c: c.apply(rt))
+    rt_name = rt["metadata"]["name"]
+    pair, single = "pair", "single"
+    call(lambda c: c.create(trainjob(pair, ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 2})))
+
+    def running(name: str, count: int) -> list[dict[str, Any]]:
+        pods = [p for p in pods_of(name, ns) if p["status"].get("phase") == "Running"]
+        return pods if len(pods) == count else []
+
+    explain = lambda: describe_pods(pair, ns) + "\n" + describe_pods(single, ns)  # noqa: E731
+    wait_until(lambda: running(pair, 2), 300, "the 2 pods of the first TrainJob Running", explain)
+    call(lambda c: c.create(trainjob(single, ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 1})))
+    wait_until(lambda: running(single, 1), 300, "the pod of the second TrainJob Running", explain)
+    js = call(lambda c: c.get(r.JOBSET, pair, ns))
+    assert js["metadata"]["annotations"][EXCLUSIVE] == HOSTNAME
+    a, b = node_of(pods_of(pair, ns)), node_of(pods_of(single, ns))
+    print(f"nodeNames: {pair}: {a}; {single}: {b}")
+    # One Indexed Job per TrainJob trainer: its pods share a node, and the other TrainJob's Job gets the other one.
+    assert len(set(a.values())) == 1 and len(set(b.values())) == 1, (a, b)
+    assert set(a.values()) != set(b.values()), (a, b)
+    leader = next(p for p in pods_of(pair, ns) if p["metadata"]["name"].endswith("-0-0"))
+    anti = leader["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert any(t["topologyKey"] == HOSTNAME for t in anti), anti  # JobSet's webhook set it, not this test
+    call(lambda c: c.delete(r.TRAINJOB, pair, ns))
+    call(lambda c: c.delete(r.TRAINJOB, single, ns))
+
+
+def test_an_mpi_launcher_reaches_a_worker_on_the_other_node_over_ssh(
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+) -> None:
+    ns = fresh_namespace
+    kubectl("create", "configmap", "mpi-code", f"--from-file={EXAMPLES / 'mpi' / 'allreduce.py'}", "-n", ns)
+    ssh = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mpi-ssh", "namespace": ns},
+           "data": {"sshd_config": SSHD_CONFIG, "ssh_config": SSH_CONFIG}}  # fmt: skip
+    call(lambda c: c.create(ssh))
+    tj = yaml.safe_load((EXAMPLES / "mpi" / "trainjob.yaml").read_text())
+    tj["metadata"]["namespace"] = ns
+    tj["spec"]["runtimePatches"] = [mpi_patch(), placement_patch(uniq("mpi"), ["node", "launcher"])]
+    call(lambda c: c.create(tj))
+    name = tj["metadata"]["name"]
+    done = wait_finished(name, ns, 600)
+    pods = pods_of(name, ns)
+    by_rjob = {p["metadata"]["labels"].get(RJOB): p for p in pods}
+    launcher, worker = by_rjob["launcher"], by_rjob["node"]
+    text = pod_log(launcher["metadata"]["name"], ns)
+    print(text)
+    print(f"nodeNames: {node_of(pods)}")
+    assert done["type"] == "Complete", (done, text)
+    assert launcher["spec"]["nodeName"] != worker["spec"]["nodeName"], node_of(pods)
+    lines = sorted(line for line in text.splitlines() if line.startswith("rank "))
+    assert [line.split(":")[0].split(" on ")[0] for line in lines] == [f"rank {i}/4" for i in range(4)], text
+    assert all(line.endswith("sum of ranks = 6") for line in lines), text
+    hosts = {line.split(" on ")[1].split(":")[0] for line in lines}
+    # ranks on the worker pod (other node) were started by the launcher's mpirun over SSH
+    assert hosts == {f"{name}-launcher-0-0", f"{name}-node-0-0"}, hosts
+
+
+# --- the extra node dies mid-job ---
+
+
+def _bed_script(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [str(REPO / "hack" / "bed" / args[0]), *args[1:]]
+    if LOCK:
+        cmd = ["flock", "-w", "900", LOCK, *cmd]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    print(f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}")
+    assert done.returncode == 0, f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture
+def crashable(two_nodes: list[str]) -> Iterator[tuple[str, str, str]]:
+    """(main node, extra node, its add-node.sh index) when this process can crash and restore the extra node:
+    root, on the bed's machine, the node added by hack/bed/add-node.sh. Restores it (add-node.sh) afterwards."""
+    extra = two_nodes[-1]
+    index = (call(lambda c: c.get(NODE, extra, None))["metadata"].get("labels") or {}).get(EXTRA)
+    if os.geteuid() != 0 or index is None:
+        pytest.skip("crashing a node needs root on the bed's machine and a node added by hack/bed/add-node.sh")
+    check = subprocess.run([str(REPO / "hack/bed/add-node.sh"), "--index", index, "--check"],
+                           capture_output=True, text=True)  # fmt: skip
+    if check.returncode != 0 or shutil.which("flock") is None:
+        pytest.skip(f"node {extra} is not run by hack/bed/add-node.sh on this machine: {check.stdout}{check.stderr}")
+    try:
+        yield two_nodes[0], extra, index
+    finally:
+        _bed_script("add-node.sh", "--index", index)
+        wait_until(lambda: extra in ready_nodes(), 300, f"node {extra} Ready again")
+
+
+def _worker_runtime(ns: str, group: str, main: str, elastic: bool) -> str:
+    name = uniq("crash")
+    spec = pod_spec()
+    spec["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}
+    if elastic:
+        rt = elastic_runtime(name, ns, max_nodes=2)
+    else:  # one process per node, and the first failure fails the job (the Job's default backoffLimit is 6)
+        rt = torch_runtime(name, ns, spec=spec, job={"backoffLimit": 0})
+        rt["spec"]["mlPolicy"]["torch"] = {"numProcPerNode": 1}
+    call(lambda c: c.apply(place_runtime(rt, group, prefer=main)))
+    return name
+
+
+def _start_pair(ns: str, rt: str, name: str, main: str, extra: str) -> dict[str, str]:
+    """A 2-node worker job with both workers in a world of 2, index 0 (the rendezvous host) on ``main``."""
+    trainer = {"command": ["torchrun", "--no-python", "python3", "-c", WORKER], "numNodes": 2}
+    call(lambda c: c.create(trainjob(name, ns, rt, trainer=trainer)))
+    wait_until(lambda: world_sizes(name, ns, set()).count(2) >= 2, 300, "both workers in a world of 2",
+               lambda: describe_pods(name, ns))  # fmt: skip
+    nodes = node_of(pods_of(name, ns))
+    print(f"nodeNames before the crash: {nodes}")
+    first = next(n for p, n in nodes.items() if p.endswith("-node-0-0"))
+    assert set(nodes.values()) == {main, extra}, nodes
+    if first != main:
+        pytest.fail(f"pod index 0 (the rendezvous host) landed on {first}, not {main}: the test needs it on the node "
+                    "that stays")  # fmt: skip
+    return nodes
+
+
+def test_a_node_that_dies_fails_a_static_job_with_a_reason_describe_shows(
+    fresh_namespace: str, operator: DeployedOperator, crashable: tuple[str, str, str]
+) -> None:
+    main, extra, index = crashable
+    ns, name = fresh_namespace, uniq("static")
+    rt = _worker_runtime(ns, uniq("static"), main, elastic=False)
+    _start_pair(ns, rt, name, main, extra)
+    t0 = time.monotonic()
+    _bed_script("remove-node.sh", "--index", index, "--crash")
+    cond = wait_finished(name, ns, 300)
+    print(f"TrainJob {cond['type']} {time.monotonic() - t0:.1f} s after the crash: {cond.get('reason')}: "
+          f"{cond.get('message')}")  # fmt: skip
+    assert cond["type"] == "Failed", cond
+    assert cond.get("message"), cond
+    # The failure the operator recorded: the worker that stayed lost its peer (status.podFailures, in describe).
+    failures = (call(lambda c: c.get(r.TRAINJOB, name, ns)).get("status") or {}).get("podFailures") or []
+    print(f"status.podFailures: {failures}")
+    assert failures, "no status.podFailures"
+    # Once the node controller has seen the kubelet go silent (node-monitor-grace-period, 50 s by default),
+    # describe says why the other step never reported an end.
+    wait_until(lambda: extra not in ready_nodes(), 180, f"node {extra} NotReady")
+    print(f"node {extra} NotReady {time.monotonic() - t0:.1f} s after the crash")
+    out = kubetrain("describe", "trainjob", name, "-n", ns).stdout
+    print(out)
+    assert any(f["pod"] in out for f in failures), out
+    assert f"NodeNotReady: node {extra} Ready=Unknown" in out, out
+    assert f"{extra} (node-0-1, NotReady)" in out, out  # the "Nodes:" line
+
+
+def test_an_elastic_job_carries_on_when_a_node_dies(
+    fresh_namespace: str, operator: DeployedOperator, crashable: tuple[str, str, str]
+) -> None:
+    main, extra, index = crashable
+    ns, name = fresh_namespace, uniq("elastic")
+    rt = _worker_runtime(ns, uniq("elastic"), main, elastic=True)
+    nodes = _start_pair(ns, rt, name, main, extra)
+    survivor = next(p for p, n in nodes.items() if n == main)
+    before = pod_log(survivor, ns).count("world size ")
+    t0 = time.monotonic()
+    _bed_script("remove-node.sh", "--index", index, "--crash")
+
+    def alone() -> bool:
+        lines = [x for x in pod_log(survivor, ns).splitlines() if x.startswith("world size ")]
+        return len(lines) > before and lines[-1].startswith("world size 1 ")
+
+    wait_until(alone, 300, "the worker on the node left in a world of 1", lambda: describe_pods(name, ns))
+    print(f"world size 1 on {main} {time.monotonic() - t0:.1f} s after the crash")
+    assert finished(name, ns) is None, conditions(name, ns)  # still running
+    # The node comes back: the job grows to 2 nodes again.
+    _bed_script("add-node.sh", "--index", index)
+    t1 = time.monotonic()
+
+    def together() -> bool:
+        lines = [x for x in pod_log(survivor, ns).splitlines() if x.startswith("world size ")]
+        return bool(lines) and lines[-1].startswith("world size 2 ")
+
+    wait_until(together, 420, "the workers in a world of 2 again", lambda: describe_pods(name, ns))
+    again = time.monotonic() - t1
+    print(f"world size 2 again {again:.1f} s after add-node.sh; nodeNames: {node_of(pods_of(name, ns))}")
+    assert finished(name, ns) is None, conditions(name, ns)
+    call(lambda c: c.delete(r.TRAINJOB, name, ns))
