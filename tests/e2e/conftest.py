@@ -312,12 +312,37 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         images = sorted(set(DeployedOperator().images()))
         return [
             f"e2e bed: kube-apiserver {server.get('gitVersion')}; nodes: {', '.join(nodes) or 'none'}",
+            *_bed_parts(),
             f"e2e bed: JobSet CRD {'/'.join(served) or 'absent'}; training image {IMAGE}",
             "e2e bed: operator "
             + ("; ".join(f"{img} ({iid})" for img, iid in images) if images else "not deployed in kubeflow-system"),
         ]
     except Exception as exc:  # a header must never break the run; the fixtures say what is missing
         return [f"e2e bed: could not be described ({exc})"]
+
+
+def _bed_parts() -> list[str]:
+    """What else the bed runs (hack/bed/): Kueue and scheduler-plugins, with the source commit they were built from
+    when this machine built them, and a MultiKueue manager."""
+    home = Path(os.environ.get("K8S_HOME") or Path.home() / "k8s-node")
+
+    def commit(name: str) -> str:
+        f = home / "src" / name / ".commit"
+        return f" (built from {f.read_text().strip()[:12]})" if f.exists() else ""
+
+    kueue = "installed" if get(CRD, "clusterqueues.kueue.x-k8s.io", None) else "absent"
+    if kueue == "installed":
+        config = home / "bed" / "kueue" / "config.yaml"
+        if config.exists():
+            import yaml
+
+            frameworks = ((yaml.safe_load(config.read_text()) or {}).get("integrations") or {}).get("frameworks")
+            kueue += f", integrations {frameworks}"
+        kueue += commit("kueue")
+    lease = get(r.LEASE, "scheduler-plugins-scheduler", "scheduler-plugins")
+    gang = f"running{commit('scheduler-plugins')}" if lease else "absent"
+    manager = os.environ.get("KUBETRAIN_E2E_MANAGER_KUBECONFIG") or "none (KUBETRAIN_E2E_MANAGER_KUBECONFIG)"
+    return [f"e2e bed: Kueue {kueue}; Coscheduling scheduler {gang}; MultiKueue manager {manager}"]
 
 
 @pytest.fixture(scope="session")
