@@ -199,3 +199,57 @@ def test_a_gang_that_does_not_fit_stays_wholly_pending(gang_ns: str) -> None:
     # The controller has it as Pending or Scheduling (pods exist, none bound), never Scheduled or Running.
     assert pg_status.get("phase") in (None, "Pending", "Scheduling"), pg_status
     assert not pg_status.get("scheduled") and not pg_status.get("running"), pg_status
+
+
+def _ready_nodes() -> list[dict[str, Any]]:
+    async def go(client: Client) -> list[dict[str, Any]]:
+        items, _ = await client.list(NODE)
+        return items
+
+    nodes: list[dict[str, Any]] = call(go)
+    return [
+        n for n in nodes
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
+        and not n["spec"].get("unschedulable")
+    ]  # fmt: skip
+
+
+def test_a_gang_that_fits_only_across_two_nodes_binds_together_on_both(gang_ns: str) -> None:
+    """Each pod asks for 60% of the smaller node: no node takes two, so the gang fits only with one pod on each node
+    (hack/bed/add-node.sh). The gang scheduler binds both, on different nodes, and the job runs."""
+    nodes = _ready_nodes()
+    if len(nodes) < 2:
+        pytest.skip(f"needs 2 Ready nodes (hack/bed/add-node.sh), the cluster has {len(nodes)}")
+    cpu = min(Quantity.parse(str(n["status"]["allocatable"]["cpu"])).value for n in nodes)
+    # The second node of the bed is tainted so that only pods meant for it go there: this runtime tolerates it.
+    taints = [t for n in nodes for t in n["spec"].get("taints") or [] if t.get("effect") == "NoSchedule"]
+    tolerations = [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in taints]
+    runtime = get(r.TRAINING_RUNTIME, "gang", gang_ns) or {}
+    spread = {k: v for k, v in runtime.items() if k in ("apiVersion", "kind", "spec")}
+    spread["metadata"] = {"name": "gang-2", "namespace": gang_ns, "labels": runtime["metadata"]["labels"]}
+    pod_spec = spread["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["tolerations"] = tolerations
+    call(lambda c: c.apply(spread))
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "across", "namespace": gang_ns},
+        "spec": {
+            "runtimeRef": {"name": "gang-2", "kind": "TrainingRuntime"},
+            "trainer": {
+                "command": ["sh", "-c", "echo rank $PET_NODE_RANK on $(hostname); sleep 2"],
+                "resourcesPerNode": {"requests": {"cpu": f"{int(cpu * 1000 * 0.6)}m", "memory": "32Mi"}},
+            },
+        },
+    }
+    call(lambda c: c.create(body))
+    pods = wait_until(lambda: (p := _pods(gang_ns, "across")) and len(p) == 2
+                      and all(x["spec"].get("nodeName") for x in p) and p, 180, "both pods bound")  # fmt: skip
+    placed = {p["spec"]["nodeName"] for p in pods}
+    assert len(placed) == 2, f"both pods on {placed}"
+    for pod in pods:
+        scheduled = [e for e in _events(gang_ns, pod["metadata"]["name"]) if e.get("reason") == "Scheduled"]
+        assert scheduled and all(
+            (e.get("reportingComponent") or (e.get("source") or {}).get("component")) == SCHEDULER for e in scheduled
+        ), scheduled
+    assert wait_until(lambda: _finished(gang_ns, "across"), 180, "Complete") == "Complete"
