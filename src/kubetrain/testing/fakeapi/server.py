@@ -1,10 +1,10 @@
 """An in-memory Kubernetes API server over real HTTP (aiohttp on 127.0.0.1, random port).
 
 It implements the REST subset kubetrain and the Kubeflow SDK use: get/list (label selectors,
-pagination), create, replace, JSON merge patch, server-side apply, delete with ownerReference garbage
-collection, the status subresource, watches with resourceVersion resume, bookmarks and ``410 Gone``, and pod
-logs. Tests inject faults (429 with ``Retry-After``, 5xx) and drop or compact watches to exercise the
-client's recovery paths.
+pagination), create, replace, JSON merge patch, server-side apply, delete with finalizers and ownerReference
+garbage collection (background and foreground), the status subresource, watches with resourceVersion resume,
+bookmarks and ``410 Gone``, and pod logs. Tests inject faults (429 with ``Retry-After``, 5xx), drop or compact
+watches to exercise the client's recovery paths, and hold a kind's watch events back (a lagging cache).
 """
 
 from __future__ import annotations
@@ -217,7 +217,9 @@ class FakeApiServer:
                     return web.json_response(s.merge_patch(group, plural, ns, name, json.loads(body), manager, sub))
                 return _status(415, "UnsupportedMediaType", f"the fake does not support {ctype}")
             if request.method == "DELETE" and name is not None:
-                return web.json_response(s.delete(group, plural, ns, name))
+                options = json.loads(body) if body else {}
+                policy = q.get("propagationPolicy") or options.get("propagationPolicy") or "Background"
+                return web.json_response(s.delete(group, plural, ns, name, policy))
             return _status(405, "MethodNotAllowed", f"{request.method} not allowed on {request.path}")
         except StoreError as exc:
             return _status(exc.code, exc.reason, exc.message)
@@ -271,11 +273,9 @@ class FakeApiServer:
                     item = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
                 except TimeoutError:
                     if bookmarks:
-                        bm = {
-                            "kind": "",
-                            "apiVersion": "",
-                            "metadata": {"resourceVersion": str(self.store.rv)},
-                        }
+                        held = self.store.held_from(group, plural)  # a lagging watch has not got that far
+                        rv = self.store.rv if held is None else held - 1
+                        bm = {"kind": "", "apiVersion": "", "metadata": {"resourceVersion": str(rv)}}
                         await resp.write(json.dumps({"type": "BOOKMARK", "object": bm}).encode() + b"\n")
                     continue
                 if item is None:

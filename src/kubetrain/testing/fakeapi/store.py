@@ -24,6 +24,7 @@ from kubetrain.k8s.client.resources import Resource
 from kubetrain.testing.fakeapi import ssa
 
 Key = tuple[str, str]  # (namespace or "", name)
+FOREGROUND = "foregroundDeletion"
 Hook = Callable[[str, Resource, dict[str, Any]], None]
 
 
@@ -52,6 +53,8 @@ class Table:
     watchers: list[tuple[str | None, asyncio.Queue[tuple[int, str, dict[str, Any]] | None]]] = field(
         default_factory=list
     )
+    held: list[tuple[int, str, dict[str, Any]]] | None = None
+    """Events not yet sent to open watches (``hold_watches``): a watcher that lags behind the store."""
 
 
 class Store:
@@ -80,12 +83,19 @@ class Store:
     def _emit(self, table: Table, type_: str, obj: dict[str, Any], rv: int) -> None:
         snapshot = copy.deepcopy(obj)
         table.history.append((rv, type_, snapshot))
-        ns = obj["metadata"].get("namespace")
-        for want_ns, queue in table.watchers:
-            if want_ns is None or want_ns == ns:
-                queue.put_nowait((rv, type_, snapshot))
+        if table.held is not None:
+            table.held.append((rv, type_, snapshot))
+        else:
+            self._send(table, (rv, type_, snapshot))
         for hook in self.hooks:
             hook(type_, table.resource, snapshot)
+
+    @staticmethod
+    def _send(table: Table, event: tuple[int, str, dict[str, Any]]) -> None:
+        ns = event[2]["metadata"].get("namespace")
+        for want_ns, queue in table.watchers:
+            if want_ns is None or want_ns == ns:
+                queue.put_nowait(event)
 
     def _commit(self, table: Table, key: Key, obj: dict[str, Any], type_: str) -> dict[str, Any]:
         rv = self._next_rv()
@@ -140,6 +150,11 @@ class Store:
         if old is not None:
             for k in ("uid", "creationTimestamp", "namespace", "name"):
                 meta[k] = old["metadata"].get(k)
+            for k in ("deletionTimestamp", "deletionGracePeriodSeconds"):  # set by DELETE only, never undone
+                if k in old["metadata"]:
+                    meta[k] = old["metadata"][k]
+                else:
+                    meta.pop(k, None)
             meta["generation"] = old["metadata"].get("generation", 1) + (1 if self._spec_changed(old, new) else 0)
 
     # -- verbs ---------------------------------------------------------------------------------------------
@@ -207,7 +222,7 @@ class Store:
         new = copy.deepcopy(obj)
         self._finish(table, live, new, subresource)
         ssa.record_update(live, new, table.owners.setdefault(key, {}), manager)
-        return self._commit(table, key, new, "MODIFIED")
+        return self._updated(table, key, new)
 
     def merge_patch(
         self,
@@ -227,7 +242,7 @@ class Store:
         _merge_patch(new, patch)
         self._finish(table, live, new, subresource)
         ssa.record_update(live, new, table.owners.setdefault(key, {}), manager)
-        return self._commit(table, key, new, "MODIFIED")
+        return self._updated(table, key, new)
 
     def apply(
         self,
@@ -268,33 +283,94 @@ class Store:
         self._finish(table, live, new, subresource)
         if new == {**live, "metadata": {**live["metadata"], "generation": new["metadata"].get("generation")}}:
             return copy.deepcopy(live)  # a no-op apply does not bump the resourceVersion, as on a real server
-        return self._commit(table, key, new, "MODIFIED")
+        return self._updated(table, key, new)
 
-    def delete(self, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any]:
+    def _updated(self, table: Table, key: Key, new: dict[str, Any]) -> dict[str, Any]:
+        """Commit an update; a terminating object whose last finalizer it removed is gone afterwards."""
+        out = self._commit(table, key, new, "MODIFIED")
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            self._remove(table, key)
+        return out
+
+    def delete(
+        self, group: str, plural: str, namespace: str | None, name: str, propagation: str = "Background"
+    ) -> dict[str, Any]:
+        """DELETE: gone at once without finalizers; otherwise marked (``deletionTimestamp``) until the last
+        finalizer is removed. ``Foreground`` adds ``foregroundDeletion``: the dependents are deleted first and
+        the owner goes once none is left, as the garbage collector does it."""
         table = self.table(group, plural)
         key = self._key(table, namespace, name)
         live = self._existing(table, key)
-        del table.objects[key]
+        meta = live["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if propagation == "Foreground" and FOREGROUND not in finalizers:
+            finalizers.append(FOREGROUND)
+        if not finalizers:
+            return self._remove(table, key)
+        out = copy.deepcopy(live)
+        if not meta.get("deletionTimestamp") or finalizers != meta.get("finalizers"):
+            new = copy.deepcopy(live)
+            new["metadata"]["finalizers"] = finalizers
+            new["metadata"].setdefault("deletionTimestamp", _now())
+            new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+            out = self._commit(table, key, new, "MODIFIED")
+        if FOREGROUND in finalizers:
+            self._delete_dependents(meta["uid"])
+            self._release_foreground()
+        return out
+
+    def _remove(self, table: Table, key: Key) -> dict[str, Any]:
+        live = table.objects.pop(key)
         table.owners.pop(key, None)
         rv = self._next_rv()
         live["metadata"]["resourceVersion"] = str(rv)
         self._emit(table, "DELETED", live, rv)
         self._collect(live["metadata"]["uid"])
+        self._release_foreground()
         return copy.deepcopy(live)
+
+    def _dependents(self, owner_uid: str) -> builtins.list[tuple[Table, Key, dict[str, Any]]]:
+        return [
+            (table, key, obj)
+            for table in self.tables.values()
+            for key, obj in list(table.objects.items())
+            if any(r.get("uid") == owner_uid for r in obj["metadata"].get("ownerReferences") or [])
+        ]
+
+    def _delete_dependents(self, owner_uid: str) -> None:
+        """The dependents of an owner deleted in the foreground: those with dependents of their own in the
+        foreground too (the GC propagates it down), the rest in the background."""
+        for table, key, obj in self._dependents(owner_uid):
+            if key not in table.objects or obj["metadata"].get("deletionTimestamp"):
+                continue
+            policy = "Foreground" if self._dependents(obj["metadata"]["uid"]) else "Background"
+            self.delete(table.resource.group, table.resource.plural, key[0] or None, key[1], policy)
+
+    def _release_foreground(self) -> None:
+        """Owners waiting in ``foregroundDeletion`` whose dependents are all gone lose that finalizer (and go,
+        when it was the last)."""
+        for table in self.tables.values():
+            for key, obj in list(table.objects.items()):
+                meta = obj["metadata"]
+                if key not in table.objects or FOREGROUND not in (meta.get("finalizers") or []):
+                    continue
+                if meta.get("deletionTimestamp") and not self._dependents(meta["uid"]):
+                    new = copy.deepcopy(obj)
+                    new["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != FOREGROUND]
+                    self._updated(table, key, new)
 
     def _collect(self, owner_uid: str) -> None:
         """Background-propagation GC: dependents whose last owner is gone are deleted (recursively)."""
-        for table in self.tables.values():
-            for key, obj in list(table.objects.items()):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == owner_uid for r in refs):
-                    continue
-                remaining = [r for r in refs if r.get("uid") != owner_uid]
-                if remaining:
-                    obj["metadata"]["ownerReferences"] = remaining
-                    self._commit(table, key, obj, "MODIFIED")
-                elif key in table.objects:
-                    self.delete(table.resource.group, table.resource.plural, key[0] or None, key[1])
+        for table, key, obj in self._dependents(owner_uid):
+            if key not in table.objects:
+                continue
+            refs = obj["metadata"].get("ownerReferences") or []
+            remaining = [r for r in refs if r.get("uid") != owner_uid]
+            if remaining:
+                obj["metadata"]["ownerReferences"] = remaining
+                self._commit(table, key, obj, "MODIFIED")
+            elif not obj["metadata"].get("deletionTimestamp"):
+                self.delete(table.resource.group, table.resource.plural, key[0] or None, key[1])
 
     # -- watch ---------------------------------------------------------------------------------------------
     def subscribe(
@@ -333,6 +409,23 @@ class Store:
         for table in self._selected(plural):
             table.history.clear()
             table.compacted_rv = self.rv
+
+    def hold_watches(self, plural: str) -> None:
+        """Stop sending ``plural``'s events to open watches until ``release_watches``: the API server's watch
+        cache lagging behind, so a client's cache of that kind is stale while its other kinds are current."""
+        for table in self._selected(plural):
+            table.held = []
+
+    def release_watches(self, plural: str) -> None:
+        for table in self._selected(plural):
+            held, table.held = table.held or [], None
+            for event in held:
+                self._send(table, event)
+
+    def held_from(self, group: str, plural: str) -> int | None:
+        """The resourceVersion of the first event held back (a bookmark must not pass it)."""
+        held = self.table(group, plural).held
+        return held[0][0] if held else None
 
     def drop_watches(self, plural: str | None = None) -> None:
         """End open watch streams (as an API server restart or a load balancer timeout would)."""
