@@ -24,6 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.append(str(HERE))
 from _report import write_section  # noqa: E402
+from bed import runtime as bed_runtime  # noqa: E402
 
 from kubetrain.k8s.client import ApiError, Client, Resource  # noqa: E402
 from kubetrain.k8s.client import resources as r  # noqa: E402
@@ -38,23 +39,8 @@ SLEEP = "trap 'exit 0' TERM; sleep 3600 & wait"
 
 
 def runtime(ns: str) -> dict[str, Any]:
-    pod = {
-        "terminationGracePeriodSeconds": 2,
-        "containers": [{"name": "node", "image": IMAGE, "imagePullPolicy": "IfNotPresent"}],
-    }
-    rjob = {
-        "name": "node",
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"template": {"spec": pod}},
-        },
-    }
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": "sh", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [rjob]}}},
-    }
+    """The TrainingRuntime ``sh`` of ``bench/bed.py``."""
+    return bed_runtime("sh", ns)
 
 
 def trainjob(name: str, ns: str, nodes: int) -> dict[str, Any]:

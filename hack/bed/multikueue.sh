@@ -135,19 +135,6 @@ kind: ClusterRoleBinding
 metadata: {name: kubetrain-multikueue-worker}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kubetrain-multikueue-worker}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "$WORKER_USER"}]
----
-# The bed's own Kueue caches Secrets in kueue-system too; a bed whose Kueue was started by an older kueue.sh lacks
-# this Role, and such a Kueue exits two minutes after its start (its cache never syncs).
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: kueue-manager-secrets, namespace: kueue-system}
-rules: [{apiGroups: [""], resources: [secrets], verbs: [get, list, watch, update]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: kueue-manager-secrets, namespace: kueue-system}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kueue-manager-secrets}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kueue"}]
 EOT
 }
 
