@@ -149,3 +149,139 @@ def test_a_static_runtime_is_never_resized() -> None:
                 assert "numNodes" not in env.get("trainjobs", "st").get("status", {})
 
     run(body)
+
+
+KUBELET = "test.kubetrain.dev/kubelet"
+"""A finalizer standing for the kubelet: the fake has none, so a deleted pod stays (``deletionTimestamp`` set)
+until the test has written how its container ended and lets it go."""
+
+
+async def node_pod(env: Env, job: str, index: int, restarts: int = 0, *, kubelet: bool = False) -> dict[str, Any]:
+    """A running trainer pod of JobSet ``job`` (owned by it, so a foreground delete waits for it) whose container
+    has restarted ``restarts`` times: failures the Job controller counts against backoffLimit."""
+    js = env.get("jobsets", job, group=JOBSET)
+    meta: dict[str, Any] = {
+        "name": f"{job}-node-0-{index}-{js['metadata']['uid'][:5]}",
+        "namespace": "default",
+        "labels": {"jobset.sigs.k8s.io/jobset-name": job, "jobset.sigs.k8s.io/replicatedjob-name": "node"},
+        "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": job,
+                             "uid": js["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}],
+    }  # fmt: skip
+    if kubelet:
+        meta["finalizers"] = [KUBELET]
+    await env.client.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                            "spec": {"containers": [{"name": "node", "image": "x"}]}})  # fmt: skip
+    return await env.client.patch_status(r.POD, meta["name"], "default", {
+        "phase": "Running",
+        "containerStatuses": [{"name": "node", "restartCount": restarts, "state": {"running": {}}}],
+    })  # fmt: skip
+
+
+def parallelism(env: Env, name: str) -> int | None:
+    """The trainer job's parallelism, None while there is no JobSet (between a re-creation's delete and create)."""
+    return node_job(env, name).get("parallelism") if env.find("jobsets", name, group=JOBSET) else None
+
+
+def settled(op: Any, env: Env, name: str) -> bool:
+    """The operator's TrainJob cache has the stored version and nothing is queued or running: every reconcile
+    a change of the TrainJob (its own status writes included) asked for has been done."""
+    cached = op.trainjobs.get("default", name) or {}
+    stored = env.get("trainjobs", name)
+    idle = len(op.queue) == 0 and op.queue.processing == 0
+    return idle and cached.get("metadata", {}).get("resourceVersion") == stored["metadata"]["resourceVersion"]
+
+
+def scaled_messages(env: Env) -> list[str]:
+    return [e["message"] for e in env.items("events", group="") if e["reason"] == "Scaled"]
+
+
+def test_pods_that_fail_because_a_scale_deleted_them_leave_the_budget_alone() -> None:
+    """The old JobSet's pods exit 1 (torchrun on SIGTERM) and 143 while it is deleted, and the operator's JobSet
+    cache lags (it still shows the old JobSet, running, when its own status write wakes the next reconcile): the
+    budget is counted once, from the failure before the scale only."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(maxRestarts=3))
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+                first = env.get("jobsets", "el", group=JOBSET)
+                pods = [await node_pod(env, "el", 0, restarts=1, kubelet=True),  # one genuine failure
+                        await node_pod(env, "el", 1, kubelet=True)]  # fmt: skip
+                env.api.store.hold_watches("jobsets")
+                env.api.inject("PUT", r"/jobsets/el(\?|$)", 422, times=1000)  # no ElasticJobSet gate
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                await wait_for(lambda: env.get("jobsets", "el", group=JOBSET)["metadata"].get("deletionTimestamp"),
+                               what="the old JobSet deleted")  # fmt: skip
+                # Its pods are stopped: the kubelet reports the exit codes and the pods Failed.
+                for pod, code in zip(pods, (1, 143), strict=True):
+                    restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+                    deleted = env.get("pods", pod["metadata"]["name"], group="")["metadata"]["deletionTimestamp"]
+                    terminated = {"exitCode": code, "reason": "Error", "finishedAt": deleted}
+                    await env.client.patch_status(r.POD, pod["metadata"]["name"], "default", {
+                        "phase": "Failed",
+                        "containerStatuses": [{"name": "node", "restartCount": restarts,
+                                               "state": {"terminated": terminated}}],
+                    })  # fmt: skip
+                # Something else wakes the TrainJob while the operator still sees the old JobSet running.
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"metadata": {"labels": {"touch": "1"}}})
+                await wait_for(lambda: settled(op, env, "el"), what="the operator settled on the deletion")
+                assert env.get("trainjobs", "el")["status"]["scaling"] == {
+                    "recreations": 1, "nodeFailures": 1, "jobSetRestarts": 0}  # fmt: skip
+                # The kubelet is done with them: the pods go, then the JobSet (foreground), then a new one comes.
+                env.api.store.release_watches("jobsets")
+                for pod in pods:
+                    await env.client.merge_patch(r.POD, pod["metadata"]["name"], "default",
+                                                 {"metadata": {"finalizers": None}})  # fmt: skip
+                new = await wait_for(lambda: (js := env.find("jobsets", "el", group=JOBSET)) and
+                                     js["metadata"]["uid"] != first["metadata"]["uid"] and js, what="a new JobSet")
+                job = node_job(env, "el")
+                assert (job["parallelism"], job["backoffLimit"]) == (3, 3 - 1)
+                assert new["metadata"]["annotations"]["kubetrain.dev/recreation"] == "1"
+                assert env.get("trainjobs", "el")["status"]["scaling"] == {
+                    "recreations": 1, "nodeFailures": 1, "jobSetRestarts": 0}  # fmt: skip
+                messages = scaled_messages(env)
+                assert len(messages) == 1, messages
+                assert messages[0].endswith("restart budget used so far: 1 node failures, 0 JobSet restarts")
+
+    run(body)
+
+
+def test_an_operator_restart_mid_scale_counts_the_budget_once_and_genuine_failures_still_count() -> None:
+    """The operator writes the budget, then cannot delete the JobSet and is restarted; the next one finishes the
+    re-creation without counting that JobSet again. Failures of the new JobSet count at the next scale."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(maxRestarts=6))
+            await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+            async with running_operator(env):
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+                first = env.get("jobsets", "el", group=JOBSET)
+                await node_pod(env, "el", 0, restarts=1)
+                await node_pod(env, "el", 1, restarts=1)
+                env.api.inject("PUT", r"/jobsets/el(\?|$)", 422, times=1000)
+                env.api.inject("DELETE", r"/jobsets/el(\?|$)", 503, times=1000)
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("scaling"),
+                               what="the budget written before the delete")  # fmt: skip
+            env.api.faults.clear()
+            assert env.get("jobsets", "el", group=JOBSET)["metadata"]["uid"] == first["metadata"]["uid"]
+            env.api.inject("PUT", r"/jobsets/el(\?|$)", 422, times=1000)
+            async with running_operator(env):
+                await wait_for(lambda: parallelism(env, "el") == 3, what="the new JobSet")
+                assert node_job(env, "el")["backoffLimit"] == 6 - 2
+                assert env.get("trainjobs", "el")["status"]["scaling"] == {
+                    "recreations": 1, "nodeFailures": 2, "jobSetRestarts": 0}  # fmt: skip
+                # The new JobSet's pods fail for real (3 restarts), and the job is scaled again: they count.
+                await node_pod(env, "el", 0, restarts=3)
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 2}}})
+                await wait_for(lambda: parallelism(env, "el") == 2, what="the third JobSet")
+                assert node_job(env, "el")["backoffLimit"] == 6 - 2 - 3
+                assert env.get("trainjobs", "el")["status"]["scaling"] == {
+                    "recreations": 2, "nodeFailures": 5, "jobSetRestarts": 0}  # fmt: skip
+                js = env.get("jobsets", "el", group=JOBSET)
+                assert js["metadata"]["annotations"]["kubetrain.dev/recreation"] == "2"
+
+    run(body)

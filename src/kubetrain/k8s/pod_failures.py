@@ -122,6 +122,21 @@ def _killed_by_deletion(pod: dict[str, Any], term: dict[str, Any]) -> bool:
     return finished is None or finished >= requested - dt.timedelta(seconds=1)
 
 
+def failed_by_deletion(pod: dict[str, Any]) -> bool:
+    """Whether a ``Failed`` pod failed only because it was deleted. The kubelet moves a deleted pod to a terminal
+    phase, ``Failed`` when a container exited non-zero, which torchrun (1) and most programs (143) do on SIGTERM;
+    such a pod is a consequence of the deletion (a JobSet re-created to change its node count, a restart), not a
+    failure of its own. A ``DisruptionTarget`` condition (eviction, preemption) makes it a failure again."""
+    if not (pod.get("metadata") or {}).get("deletionTimestamp") or _disruption(pod) is not None:
+        return False
+    status = pod.get("status") or {}
+    terms = [
+        (s.get("state") or {}).get("terminated")
+        for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+    ]
+    return all(not t or _killed_by_deletion(pod, t) for t in terms)
+
+
 def pod_failures(pod: dict[str, Any]) -> list[Failure]:
     """The failed runs a pod's status shows: containers (init containers too) that terminated with a non-zero
     exit code or a signal, each one's current or last termination, and a pod that failed as a whole (Evicted,
