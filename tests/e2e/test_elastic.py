@@ -10,6 +10,7 @@ immutable, so the operator re-creates the JobSet there; the test follows whichev
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.e2e.conftest import (
     call,
     describe_pods,
     events_of,
+    finished,
     get,
     kubectl,
     kubetrain,
@@ -34,6 +36,7 @@ from tests.e2e.conftest import (
     torch_runtime,
     trainjob,
     uniq,
+    wait_finished,
     wait_until,
 )
 
@@ -52,6 +55,36 @@ WORKER = textwrap.dedent(
         time.sleep(0.5)
     """
 )
+
+
+# Training that ends: a small DDP model on synthetic data for a fixed number of steps after the world last formed
+# (a new world restarts the workers, which start over, as code without a checkpoint does), then a clean exit.
+TRAIN = textwrap.dedent(
+    """
+    import time, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    print(f"world size {world} rank {rank}", flush=True)
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(64, 8)
+    y = x.sum(dim=1, keepdim=True)
+    for step in range(120):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        if step % 20 == 0:
+            print(f"step {step} loss {loss.item():.4f}", flush=True)
+        time.sleep(0.5)
+    print(f"done in a world of {world} rank {rank}", flush=True)
+    dist.destroy_process_group()
+    """
+)
+REPEAT = int(os.environ.get("KUBETRAIN_E2E_ELASTIC_REPEAT", "1"))
+"""How many times the 2 -> 3 -> 2 cycle runs (each on a TrainJob of its own): 10 shows it never loses the job."""
 
 
 def elastic_runtime(name: str, namespace: str, max_nodes: int, metrics: list[dict[str, Any]] | None = None) -> dict:
@@ -148,6 +181,63 @@ def test_kubectl_scale_reaches_the_workers_and_out_of_range_is_refused(
         "the workers in a world of 2 again",
         lambda: describe_pods(name, ns),
     )
+    call(lambda c: c.delete(r.TRAINJOB, name, ns))
+
+
+def last_world_sizes(name: str, ns: str, skip: set[str]) -> list[int]:
+    """Per pod not in ``skip`` (uids) and not being deleted: the world size its workers printed last."""
+    out = []
+    for pod in pods_of(name, ns):
+        if pod["metadata"]["uid"] in skip or pod["metadata"].get("deletionTimestamp"):
+            continue
+        lines = pod_log(pod["metadata"]["name"], ns).splitlines()
+        sizes = [int(line.split()[2]) for line in lines if line.startswith("world size ")]
+        if sizes:
+            out.append(sizes[-1])
+    return out
+
+
+def restarts_of(name: str, ns: str) -> dict[str, int]:
+    return {
+        p["metadata"]["name"]: sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or [])
+        for p in pods_of(name, ns)
+    }
+
+
+def scale_while_training(name: str, ns: str, before: int, after: int) -> bool:
+    """``kubectl scale`` from ``before`` to ``after`` nodes, until the workers train in a world of ``after`` on
+    ``after`` pods; returns whether the operator re-created the JobSet (else it resized it in place)."""
+    old = {p["metadata"]["uid"] for p in pods_of(name, ns)}
+    kubectl("scale", f"trainjob/{name}", "-n", ns, f"--replicas={after}")
+    message = wait_until(lambda: scaled_event(name, ns, before, after), 120, f"Scaled {before} -> {after}")
+    print(f"{name}: {message}")
+    recreated = "re-creating the JobSet" in message
+    skip = old if recreated else set()  # re-created: every pod is new; in place: the old ones re-form too
+    wait_until(lambda: last_world_sizes(name, ns, skip) == [after] * after, 300, f"the workers in a world of {after}",
+               lambda: describe_pods(name, ns))  # fmt: skip
+    assert finished(name, ns) is None, describe_pods(name, ns)  # still training: nothing lost the job on the way
+    return recreated
+
+
+@pytest.mark.parametrize("attempt", range(REPEAT))
+def test_scaling_2_3_2_while_training_ends_complete(namespace: str, operator: DeployedOperator, attempt: int) -> None:
+    """Real DDP training scaled up and down again: the workers reach each new world size and the job ends
+    Complete, whether the JobSet is resized in place or re-created."""
+    ns, rt, name = namespace, uniq("elastic"), uniq(f"cycle{attempt}")
+    call(lambda c: c.apply(elastic_runtime(rt, ns, max_nodes=4)))
+    trainer = {"command": ["torchrun", "--no-python", "python3", "-c", TRAIN], "numNodes": 2}
+    call(lambda c: c.create(trainjob(name, ns, rt, trainer=trainer)))
+    wait_until(lambda: last_world_sizes(name, ns, set()) == [2, 2], 300, "both workers in a world of 2",
+               lambda: describe_pods(name, ns))  # fmt: skip
+    recreated = sum([scale_while_training(name, ns, 2, 3), scale_while_training(name, ns, 3, 2)])
+    cond = wait_finished(name, ns, timeout=300)
+    st = status(name, ns)
+    print(f"{name}: {cond['type']} scaling={st.get('scaling')} restarts={restarts_of(name, ns)}")
+    assert cond["type"] == "Complete", f"{cond}\n{describe_pods(name, ns)}"
+    for pod in pods_of(name, ns):
+        assert "done in a world of 2" in pod_log(pod["metadata"]["name"], ns), describe_pods(name, ns)
+    if recreated:
+        assert st["scaling"]["recreations"] == recreated, st
     call(lambda c: c.delete(r.TRAINJOB, name, ns))
 
 
