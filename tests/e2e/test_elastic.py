@@ -198,19 +198,25 @@ def last_world_sizes(name: str, ns: str, skip: set[str]) -> list[int]:
 
 
 def restarts_of(name: str, ns: str) -> dict[str, int]:
-    return {
-        p["metadata"]["name"]: sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or [])
-        for p in pods_of(name, ns)
-    }
+    """Container restarts per pod; the log of each restarted container's failed run is printed (why it failed)."""
+    out = {}
+    for p in pods_of(name, ns):
+        pod = p["metadata"]["name"]
+        out[pod] = sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses") or [])
+        if out[pod]:
+            previous = kubectl("logs", pod, "-n", ns, "--previous", "--tail=15", check=False)
+            print(f"--- {pod} before its last restart:\n{previous.stdout}{previous.stderr}")
+    return out
 
 
 def scale_while_training(name: str, ns: str, before: int, after: int) -> bool:
     """``kubectl scale`` from ``before`` to ``after`` nodes, until the workers train in a world of ``after`` on
     ``after`` pods; returns whether the operator re-created the JobSet (else it resized it in place)."""
     old = {p["metadata"]["uid"] for p in pods_of(name, ns)}
+    print(f"{name}: restarts before {before} -> {after}: {restarts_of(name, ns)}")
     kubectl("scale", f"trainjob/{name}", "-n", ns, f"--replicas={after}")
     message = wait_until(lambda: scaled_event(name, ns, before, after), 120, f"Scaled {before} -> {after}")
-    print(f"{name}: {message}")
+    print(f"{name}: {message[:120]}")
     recreated = "re-creating the JobSet" in message
     skip = old if recreated else set()  # re-created: every pod is new; in place: the old ones re-form too
     wait_until(lambda: last_world_sizes(name, ns, skip) == [after] * after, 300, f"the workers in a world of {after}",
