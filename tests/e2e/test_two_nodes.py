@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.k8s.client import Resource
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (
     IMAGE,
@@ -70,6 +71,7 @@ TOLERATION = {"key": EXTRA, "operator": "Exists", "effect": "NoSchedule"}
 SPREAD = "e2e.kubetrain.io/spread"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
+PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 LOCK = os.environ.get("KUBETRAIN_E2E_BED_LOCK")
 
 
@@ -156,11 +158,36 @@ def test_a_torch_trainjob_trains_across_two_nodes(
     assert len(pods) == 2 and len(set(nodes.values())) == 2, nodes  # one pod on each node
 
 
+def scheduling_events(ns: str) -> str:
+    """The scheduler's FailedScheduling messages in ``ns`` (why a pod stays Pending)."""
+    return "\n".join(
+        f"{e['involvedObject'].get('name')}: {e.get('message')}"
+        for e in list_of(r.EVENT, ns)
+        if e.get("reason") == "FailedScheduling"
+    )
+
+
+@pytest.fixture
+def priority_class() -> Iterator[str]:
+    """A PriorityClass of this test's own (value 1000, never preempting). JobSet's exclusive placement only keeps
+    apart Jobs of the same priority (its pods' ``jobset.sigs.k8s.io/priority`` label): at a priority of its own, the
+    test neither waits for other users' JobSet pods to leave a node nor keeps theirs off its nodes."""
+    name = uniq("kt-e2e-exclusive")
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": 1000, "preemptionPolicy": "Never", "globalDefault": False,
+            "description": "kubetrain e2e: JobSet exclusive placement apart from other users' JobSets"}  # fmt: skip
+    call(lambda c: c.create(body, resource=PRIORITY_CLASS))
+    try:
+        yield name
+    finally:
+        call(lambda c: c.delete(PRIORITY_CLASS, name, None))
+
+
 def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
-    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str], priority_class: str
 ) -> None:
     ns = fresh_namespace
-    spec = pod_spec(tolerations=[TOLERATION])
+    spec = pod_spec(tolerations=[TOLERATION], priorityClassName=priority_class)
     rt = torch_runtime(uniq("excl"), ns, spec=spec)
     rt["spec"]["template"]["metadata"] = {"annotations": {EXCLUSIVE: HOSTNAME}}
     call(lambda c: c.apply(rt))
@@ -172,7 +199,10 @@ def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
         pods = [p for p in pods_of(name, ns) if p["status"].get("phase") == "Running"]
         return pods if len(pods) == count else []
 
-    explain = lambda: describe_pods(pair, ns) + "\n" + describe_pods(single, ns)  # noqa: E731
+    def explain() -> str:
+        nodes = {**node_of(pods_of(pair, ns)), **node_of(pods_of(single, ns))}
+        return "\n".join([describe_pods(pair, ns), describe_pods(single, ns), f"nodes: {nodes}", scheduling_events(ns)])
+
     wait_until(lambda: running(pair, 2), 300, "the 2 pods of the first TrainJob Running", explain)
     call(lambda c: c.create(trainjob(single, ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 1})))
     wait_until(lambda: running(single, 1), 300, "the pod of the second TrainJob Running", explain)
@@ -183,11 +213,17 @@ def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
     # One Indexed Job per TrainJob trainer: its pods share a node, and the other TrainJob's Job gets the other one.
     assert len(set(a.values())) == 1 and len(set(b.values())) == 1, (a, b)
     assert set(a.values()) != set(b.values()), (a, b)
-    leader = next(p for p in pods_of(pair, ns) if p["metadata"]["name"].endswith("-0-0"))
+    leader = next(p for p in pods_of(pair, ns) if "-node-0-0-" in p["metadata"]["name"])
     anti = leader["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert any(t["topologyKey"] == HOSTNAME for t in anti), anti  # JobSet's webhook set it, not this test
-    call(lambda c: c.delete(r.TRAINJOB, pair, ns))
-    call(lambda c: c.delete(r.TRAINJOB, single, ns))
+    # A third exclusive trainer finds no node of its own: Pending, and the scheduler says why.
+    call(lambda c: c.create(trainjob("third", ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 1})))
+    why = wait_until(lambda: "third-node-0-0" in scheduling_events(ns) and scheduling_events(ns), 120,
+                     "the scheduler to turn the third down", explain)  # fmt: skip
+    print(why)
+    assert not any(p["spec"].get("nodeName") for p in pods_of("third", ns))
+    for name in (pair, single, "third"):
+        call(lambda c, n=name: c.delete(r.TRAINJOB, n, ns))  # type: ignore[misc]
 
 
 def test_an_mpi_launcher_reaches_a_worker_on_the_other_node_over_ssh(
