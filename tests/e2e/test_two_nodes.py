@@ -309,7 +309,7 @@ def _start_pair(ns: str, rt: str, name: str, main: str, extra: str) -> dict[str,
                lambda: describe_pods(name, ns))  # fmt: skip
     nodes = node_of(pods_of(name, ns))
     print(f"nodeNames before the crash: {nodes}")
-    first = next(n for p, n in nodes.items() if p.endswith("-node-0-0"))
+    first = next(n for p, n in nodes.items() if "-node-0-0-" in p)
     assert set(nodes.values()) == {main, extra}, nodes
     if first != main:
         pytest.fail(f"pod index 0 (the rendezvous host) landed on {first}, not {main}: the test needs it on the node "
