@@ -18,7 +18,9 @@ test's own pods:
   then ``add-node.sh`` to bring it back): a static job fails with a reason ``kubetrain describe`` shows, and an
   elastic one carries on with the node left. These run only as root on the machine of the bed with the node added
   by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while the node is crashed
-  and restored.
+  and restored;
+- a Coscheduling gang (scheduler-plugins' scheduler, as ``test_coscheduling.py``) whose two pods each ask for just
+  over half a node's CPU: placed together, one on each node.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.api.quantity import Quantity
 from kubetrain.k8s.client import Resource
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (
@@ -47,6 +50,7 @@ from tests.e2e.conftest import (
     conditions,
     describe_pods,
     finished,
+    get,
     kubectl,
     kubetrain,
     list_of,
@@ -378,3 +382,84 @@ def test_an_elastic_job_carries_on_when_a_node_dies(
     print(f"world size 2 again {again:.1f} s after add-node.sh; nodeNames: {node_of(pods_of(name, ns))}")
     assert finished(name, ns) is None, conditions(name, ns)
     call(lambda c: c.delete(r.TRAINJOB, name, ns))
+
+
+# --- gang scheduling across the two nodes (issue 23, item 5) ---
+
+
+def _millicpu(value: Any) -> int:
+    return int(Quantity.parse(str(value)).value * 1000)
+
+
+def _allocatable_millicpu(node: str) -> int:
+    return _millicpu(call(lambda c: c.get(NODE, node, None))["status"]["allocatable"]["cpu"])
+
+
+def _free_millicpu(node: str) -> int:
+    """The node's allocatable CPU less the requests of the pods bound to it that have not ended."""
+    alloc = _allocatable_millicpu(node)
+    used = 0
+    for pod in list_of(r.POD, None):
+        if pod["spec"].get("nodeName") != node or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for ct in pod["spec"].get("containers") or []:
+            cpu = ((ct.get("resources") or {}).get("requests") or {}).get("cpu")
+            used += _millicpu(cpu) if cpu else 0
+    return alloc - used
+
+
+def test_a_gang_that_fits_only_across_two_nodes_is_placed_on_both(
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+) -> None:
+    from tests.e2e.test_coscheduling import SCHEDULER, _missing
+
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    ns = fresh_namespace
+    nodes = two_nodes[:2]
+    # Each pod asks for just over half a node's CPU: one fits on each node, two never fit on one.
+    per_pod = min(_allocatable_millicpu(n) for n in nodes) // 2 + 50
+    free = {n: _free_millicpu(n) for n in nodes}
+    if any(f < per_pod for f in free.values()):
+        pytest.skip(f"a node has less than {per_pod}m CPU free for a gang member (free: {free}); the bed is busy")
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "gang", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 2, "torch": {}},
+            "podGroupPolicy": {"coscheduling": {"scheduleTimeoutSeconds": 30}},
+            "template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {
+                        "schedulerName": SCHEDULER,
+                        "terminationGracePeriodSeconds": 1,
+                        "tolerations": [TOLERATION],
+                        "containers": [{"name": "node", "image": IMAGE}],
+                    }}},
+                },
+            }]}},
+        },
+    }  # fmt: skip
+    call(lambda c: c.apply(runtime))
+    trainer = {
+        "command": ["sh", "-c", "echo rank $PET_NODE_RANK on $(hostname); sleep 2"],
+        "resourcesPerNode": {"requests": {"cpu": f"{per_pod}m", "memory": "32Mi"}},
+    }
+    call(lambda c: c.create(trainjob("wide", ns, "gang", trainer=trainer)))
+    pg = wait_until(lambda: get(r.COSCHEDULING_PODGROUP, "wide", ns), 60, "the PodGroup")
+    assert pg["spec"]["minMember"] == 2
+    bound = wait_until(
+        lambda: len(p := pods_of("wide", ns)) == 2 and all(x["spec"].get("nodeName") for x in p) and p,
+        180,
+        "both gang members bound",
+        lambda: describe_pods("wide", ns) + "\n" + scheduling_events(ns),
+    )
+    placed = node_of(bound)
+    print(f"{per_pod}m CPU per pod (free before: {free}); nodeNames: {placed}")
+    assert set(placed.values()) == set(nodes), placed
+    assert all(p["spec"]["schedulerName"] == SCHEDULER for p in bound)
+    assert wait_finished("wide", ns, 180)["type"] == "Complete"
