@@ -10,8 +10,9 @@ test's own pods:
 - JobSet's exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname``) gives each
   child Job a node of its own. kubetrain, like Kubeflow Trainer, runs a trainer as *one* Indexed Job of numNodes
   pods, so the annotation keeps a TrainJob's trainer pods together on one node and another TrainJob off it: one
-  trainer per node, not one pod per node. Its anti-affinity spans all namespaces: while that test runs, no other
-  JobSet's pods can start on its nodes (and it waits while others' JobSet pods hold them);
+  trainer per node, not one pod per node; a third such TrainJob stays Pending. Its anti-affinity spans all
+  namespaces but only Jobs of one priority (the pods' ``jobset.sigs.k8s.io/priority`` label): the test runs at a
+  PriorityClass of its own (never preempting), so it neither waits for other users' JobSet pods nor blocks them;
 - an MPI TrainJob (``deepspeed-distributed``, OpenMPI over SSH) whose launcher starts ranks on a worker pod on the
   other node;
 - the extra node dying mid-job (``hack/bed/remove-node.sh --crash``: its kubelet killed, its containers stopped,
