@@ -244,15 +244,20 @@ def test_an_mpi_launcher_reaches_a_worker_on_the_other_node_over_ssh(
     tj["spec"]["runtimePatches"] = [mpi_patch(), placement_patch(uniq("mpi"), ["node", "launcher"])]
     call(lambda c: c.create(tj))
     name = tj["metadata"]["name"]
+
+    def bound() -> dict[str, str]:
+        """replicated job -> the node of its pod, once both are bound (the worker pod goes when the launcher ends)"""
+        on = {p["metadata"]["labels"].get(RJOB): p["spec"].get("nodeName") for p in pods_of(name, ns)}
+        return on if on.get("launcher") and on.get("node") else {}
+
+    placed = wait_until(bound, 300, "the launcher and worker pods bound", lambda: describe_pods(name, ns))
     done = wait_finished(name, ns, 600)
-    pods = pods_of(name, ns)
-    by_rjob = {p["metadata"]["labels"].get(RJOB): p for p in pods}
-    launcher, worker = by_rjob["launcher"], by_rjob["node"]
+    launcher = next(p for p in pods_of(name, ns) if p["metadata"]["labels"].get(RJOB) == "launcher")
     text = pod_log(launcher["metadata"]["name"], ns)
     print(text)
-    print(f"nodeNames: {node_of(pods)}")
+    print(f"nodeNames: {placed}")
     assert done["type"] == "Complete", (done, text)
-    assert launcher["spec"]["nodeName"] != worker["spec"]["nodeName"], node_of(pods)
+    assert placed["launcher"] != placed["node"], placed
     lines = sorted(line for line in text.splitlines() if line.startswith("rank "))
     assert [line.split(":")[0].split(" on ")[0] for line in lines] == [f"rank {i}/4" for i in range(4)], text
     assert all(line.endswith("sum of ranks = 6") for line in lines), text
