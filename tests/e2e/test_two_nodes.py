@@ -16,8 +16,9 @@ test's own pods:
 - an MPI TrainJob (``deepspeed-distributed``, OpenMPI over SSH) whose launcher starts ranks on a worker pod on the
   other node;
 - the extra node dying mid-job (``hack/bed/remove-node.sh --crash``: its kubelet killed, its containers stopped,
-  then ``add-node.sh`` to bring it back): a static job fails with a reason ``kubetrain describe`` shows, and an
-  elastic one carries on with the node left. These run only as root on the machine of the bed with the node added
+  then ``add-node.sh`` to bring it back): a static job records its failed worker and ``kubetrain describe`` names
+  the dead node (the job itself cannot end until that node's pod is gone: declared out of service, it fails), and
+  an elastic one carries on with the node left, then grows back. These run only as root on the machine of the bed with the node added
   by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while the node is crashed
   and restored;
 - a Coscheduling gang (scheduler-plugins' scheduler, as ``test_coscheduling.py``) whose two pods each ask for just
@@ -327,33 +328,53 @@ def _start_pair(ns: str, rt: str, name: str, main: str, extra: str) -> dict[str,
     return nodes
 
 
-def test_a_node_that_dies_fails_a_static_job_with_a_reason_describe_shows(
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+
+
+def test_a_node_that_dies_leaves_a_static_job_readable_and_fails_it_once_declared_out_of_service(
     fresh_namespace: str, operator: DeployedOperator, crashable: tuple[str, str, str]
 ) -> None:
+    """The worker on the node that stays fails at once (its peer is gone) and the operator records it; the job
+    cannot end while the Job controller waits for its pod on the dead node to terminate (it never does: no kubelet
+    is left to confirm it), so it stays Running; describe says why once the node is NotReady. Declaring the node
+    out of service (Kubernetes' non-graceful node shutdown taint) lets the pod garbage collector delete that pod,
+    and the TrainJob fails with the recorded cause."""
     main, extra, index = crashable
     ns, name = fresh_namespace, uniq("static")
     rt = _worker_runtime(ns, uniq("static"), main, elastic=False)
     _start_pair(ns, rt, name, main, extra)
     t0 = time.monotonic()
     _bed_script("remove-node.sh", "--index", index, "--crash")
-    cond = wait_finished(name, ns, 300)
-    print(f"TrainJob {cond['type']} {time.monotonic() - t0:.1f} s after the crash: {cond.get('reason')}: "
-          f"{cond.get('message')}")  # fmt: skip
-    assert cond["type"] == "Failed", cond
-    assert cond.get("message"), cond
-    # The failure the operator recorded: the worker that stayed lost its peer (status.podFailures, in describe).
-    failures = (call(lambda c: c.get(r.TRAINJOB, name, ns)).get("status") or {}).get("podFailures") or []
-    print(f"status.podFailures: {failures}")
-    assert failures, "no status.podFailures"
+
+    def recorded() -> list[dict[str, Any]]:
+        st = call(lambda c: c.get(r.TRAINJOB, name, ns)).get("status") or {}
+        return list(st.get("podFailures") or [])
+
+    failures = wait_until(recorded, 120, "the operator to record the failure", lambda: describe_pods(name, ns))
+    print(f"status.podFailures {time.monotonic() - t0:.1f} s after the crash: {failures}")
+    assert [f["step"] for f in failures] == ["node-0-0"], failures  # the worker that stayed lost its peer
     # Once the node controller has seen the kubelet go silent (node-monitor-grace-period, 50 s by default),
-    # describe says why the other step never reported an end.
+    # describe says why the other step never reports an end.
     wait_until(lambda: extra not in ready_nodes(), 180, f"node {extra} NotReady")
     print(f"node {extra} NotReady {time.monotonic() - t0:.1f} s after the crash")
+    assert finished(name, ns) is None, conditions(name, ns)
     out = kubetrain("describe", "trainjob", name, "-n", ns).stdout
     print(out)
-    assert any(f["pod"] in out for f in failures), out
+    assert failures[0]["pod"] in out, out
     assert f"NodeNotReady: node {extra} Ready=Unknown" in out, out
     assert f"{extra} (node-0-1, NotReady)" in out, out  # the "Nodes:" line
+
+    kubectl("taint", "node", extra, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
+    try:
+        t1 = time.monotonic()
+        cond = wait_finished(name, ns, 300)
+        print(f"TrainJob {cond['type']} {time.monotonic() - t1:.1f} s after the out-of-service taint: "
+              f"{cond.get('reason')}: {cond.get('message')}")  # fmt: skip
+        assert cond["type"] == "Failed", cond
+        assert "node-0-0" in cond.get("message", ""), cond  # the recorded cause, not only JobSet's words
+        print(kubetrain("describe", "trainjob", name, "-n", ns).stdout)
+    finally:
+        kubectl("taint", "node", extra, f"{OUT_OF_SERVICE}-", check=False)
 
 
 def test_an_elastic_job_carries_on_when_a_node_dies(
