@@ -18,9 +18,9 @@ test's own pods:
 - the extra node dying mid-job (``hack/bed/remove-node.sh --crash``: its kubelet killed, its containers stopped,
   then ``add-node.sh`` to bring it back): a static job records its failed worker and ``kubetrain describe`` names
   the dead node (the job itself cannot end until that node's pod is gone: declared out of service, it fails), and
-  an elastic one carries on with the node left, then grows back. These run only as root on the machine of the bed with the node added
-  by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while the node is crashed
-  and restored;
+  an elastic one carries on with the node left, then grows back. These run only as root on the machine of the bed
+  with the node added by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while
+  the node is crashed and restored;
 - a Coscheduling gang (scheduler-plugins' scheduler, as ``test_coscheduling.py``) whose two pods each ask for just
   over half a node's CPU: placed together, one on each node.
 """
