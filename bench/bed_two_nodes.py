@@ -126,7 +126,7 @@ async def one_run(c: Client, ns: str, rt: str, name: str, iters: int) -> dict[st
     nodes = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
     if done != "Complete":
         raise RuntimeError(f"TrainJob {name} {done}: {conds[done].get('message')}; pods on {nodes}")
-    leader = next(p["metadata"]["name"] for p in pods if p["metadata"]["name"].endswith("-node-0-0"))
+    leader = next(p["metadata"]["name"] for p in pods if "-node-0-0-" in p["metadata"]["name"])
     text = "".join([line + "\n" async for line in c.pod_logs(leader, ns)])
     line = next(x for x in text.splitlines() if x.startswith("BENCH "))
     data = json.loads(line[len("BENCH ") :])

@@ -273,6 +273,11 @@ until node_ready; do
   [ "$(date +%s)" -lt "$deadline" ] || die "node $N_NAME not Ready in time (log: $LOGS/$N_TAG-kubelet.log)"
   sleep 0.5
 done
+# a node brought back is in service again: a non-graceful-shutdown taint someone put on it while it was down goes
+if $KUBECTL get node "$N_NAME" -o jsonpath='{.spec.taints[*].key}' | tr ' ' '\n' | grep -qx node.kubernetes.io/out-of-service; then
+  $KUBECTL taint node "$N_NAME" node.kubernetes.io/out-of-service- >/dev/null
+  say "removed the taint node.kubernetes.io/out-of-service from $N_NAME"
+fi
 # taint and label on an existing Node object too (the kubelet sets them only when it registers the node)
 if [ $TAINT = 1 ]; then
   $KUBECTL taint node "$N_NAME" "$TAINT_KEY=true:NoSchedule" --overwrite >/dev/null

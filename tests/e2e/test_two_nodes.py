@@ -10,15 +10,19 @@ test's own pods:
 - JobSet's exclusive placement (``alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname``) gives each
   child Job a node of its own. kubetrain, like Kubeflow Trainer, runs a trainer as *one* Indexed Job of numNodes
   pods, so the annotation keeps a TrainJob's trainer pods together on one node and another TrainJob off it: one
-  trainer per node, not one pod per node. Its anti-affinity spans all namespaces: while that test runs, no other
-  JobSet's pods can start on its nodes (and it waits while others' JobSet pods hold them);
+  trainer per node, not one pod per node; a third such TrainJob stays Pending. Its anti-affinity spans all
+  namespaces but only Jobs of one priority (the pods' ``jobset.sigs.k8s.io/priority`` label): the test runs at a
+  PriorityClass of its own (never preempting), so it neither waits for other users' JobSet pods nor blocks them;
 - an MPI TrainJob (``deepspeed-distributed``, OpenMPI over SSH) whose launcher starts ranks on a worker pod on the
   other node;
 - the extra node dying mid-job (``hack/bed/remove-node.sh --crash``: its kubelet killed, its containers stopped,
-  then ``add-node.sh`` to bring it back): a static job fails with a reason ``kubetrain describe`` shows, and an
-  elastic one carries on with the node left. These run only as root on the machine of the bed with the node added
-  by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while the node is crashed
-  and restored.
+  then ``add-node.sh`` to bring it back): a static job records its failed worker and ``kubetrain describe`` names
+  the dead node (the job itself cannot end until that node's pod is gone: declared out of service, it fails), and
+  an elastic one carries on with the node left, then grows back. These run only as root on the machine of the bed
+  with the node added by ``hack/bed/add-node.sh``; ``KUBETRAIN_E2E_BED_LOCK`` names a lock file held (flock) while
+  the node is crashed and restored;
+- a Coscheduling gang (scheduler-plugins' scheduler, as ``test_coscheduling.py``) whose two pods each ask for just
+  over half a node's CPU: placed together, one on each node.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kubetrain.api.quantity import Quantity
+from kubetrain.k8s.client import Resource
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (
     IMAGE,
@@ -46,6 +52,7 @@ from tests.e2e.conftest import (
     conditions,
     describe_pods,
     finished,
+    get,
     kubectl,
     kubetrain,
     list_of,
@@ -70,6 +77,7 @@ TOLERATION = {"key": EXTRA, "operator": "Exists", "effect": "NoSchedule"}
 SPREAD = "e2e.kubetrain.io/spread"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
+PRIORITY_CLASS = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 LOCK = os.environ.get("KUBETRAIN_E2E_BED_LOCK")
 
 
@@ -156,11 +164,36 @@ def test_a_torch_trainjob_trains_across_two_nodes(
     assert len(pods) == 2 and len(set(nodes.values())) == 2, nodes  # one pod on each node
 
 
+def scheduling_events(ns: str) -> str:
+    """The scheduler's FailedScheduling messages in ``ns`` (why a pod stays Pending)."""
+    return "\n".join(
+        f"{e['involvedObject'].get('name')}: {e.get('message')}"
+        for e in list_of(r.EVENT, ns)
+        if e.get("reason") == "FailedScheduling"
+    )
+
+
+@pytest.fixture
+def priority_class() -> Iterator[str]:
+    """A PriorityClass of this test's own (value 1000, never preempting). JobSet's exclusive placement only keeps
+    apart Jobs of the same priority (its pods' ``jobset.sigs.k8s.io/priority`` label): at a priority of its own, the
+    test neither waits for other users' JobSet pods to leave a node nor keeps theirs off its nodes."""
+    name = uniq("kt-e2e-exclusive")
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": 1000, "preemptionPolicy": "Never", "globalDefault": False,
+            "description": "kubetrain e2e: JobSet exclusive placement apart from other users' JobSets"}  # fmt: skip
+    call(lambda c: c.create(body, resource=PRIORITY_CLASS))
+    try:
+        yield name
+    finally:
+        call(lambda c: c.delete(PRIORITY_CLASS, name, None))
+
+
 def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
-    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str], priority_class: str
 ) -> None:
     ns = fresh_namespace
-    spec = pod_spec(tolerations=[TOLERATION])
+    spec = pod_spec(tolerations=[TOLERATION], priorityClassName=priority_class)
     rt = torch_runtime(uniq("excl"), ns, spec=spec)
     rt["spec"]["template"]["metadata"] = {"annotations": {EXCLUSIVE: HOSTNAME}}
     call(lambda c: c.apply(rt))
@@ -172,7 +205,10 @@ def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
         pods = [p for p in pods_of(name, ns) if p["status"].get("phase") == "Running"]
         return pods if len(pods) == count else []
 
-    explain = lambda: describe_pods(pair, ns) + "\n" + describe_pods(single, ns)  # noqa: E731
+    def explain() -> str:
+        nodes = {**node_of(pods_of(pair, ns)), **node_of(pods_of(single, ns))}
+        return "\n".join([describe_pods(pair, ns), describe_pods(single, ns), f"nodes: {nodes}", scheduling_events(ns)])
+
     wait_until(lambda: running(pair, 2), 300, "the 2 pods of the first TrainJob Running", explain)
     call(lambda c: c.create(trainjob(single, ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 1})))
     wait_until(lambda: running(single, 1), 300, "the pod of the second TrainJob Running", explain)
@@ -183,11 +219,17 @@ def test_exclusive_placement_gives_each_trainer_job_a_node_of_its_own(
     # One Indexed Job per TrainJob trainer: its pods share a node, and the other TrainJob's Job gets the other one.
     assert len(set(a.values())) == 1 and len(set(b.values())) == 1, (a, b)
     assert set(a.values()) != set(b.values()), (a, b)
-    leader = next(p for p in pods_of(pair, ns) if p["metadata"]["name"].endswith("-0-0"))
+    leader = next(p for p in pods_of(pair, ns) if "-node-0-0-" in p["metadata"]["name"])
     anti = leader["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert any(t["topologyKey"] == HOSTNAME for t in anti), anti  # JobSet's webhook set it, not this test
-    call(lambda c: c.delete(r.TRAINJOB, pair, ns))
-    call(lambda c: c.delete(r.TRAINJOB, single, ns))
+    # A third exclusive trainer finds no node of its own: Pending, and the scheduler says why.
+    call(lambda c: c.create(trainjob("third", ns, rt_name, trainer={"command": ["sh", "-c", SLEEP], "numNodes": 1})))
+    why = wait_until(lambda: "third-node-0-0" in scheduling_events(ns) and scheduling_events(ns), 120,
+                     "the scheduler to turn the third down", explain)  # fmt: skip
+    print(why)
+    assert not any(p["spec"].get("nodeName") for p in pods_of("third", ns))
+    for name in (pair, single, "third"):
+        call(lambda c, n=name: c.delete(r.TRAINJOB, n, ns))  # type: ignore[misc]
 
 
 def test_an_mpi_launcher_reaches_a_worker_on_the_other_node_over_ssh(
@@ -203,15 +245,20 @@ def test_an_mpi_launcher_reaches_a_worker_on_the_other_node_over_ssh(
     tj["spec"]["runtimePatches"] = [mpi_patch(), placement_patch(uniq("mpi"), ["node", "launcher"])]
     call(lambda c: c.create(tj))
     name = tj["metadata"]["name"]
+
+    def bound() -> dict[str, str]:
+        """replicated job -> the node of its pod, once both are bound (the worker pod goes when the launcher ends)"""
+        on = {p["metadata"]["labels"].get(RJOB): p["spec"].get("nodeName") for p in pods_of(name, ns)}
+        return on if on.get("launcher") and on.get("node") else {}
+
+    placed = wait_until(bound, 300, "the launcher and worker pods bound", lambda: describe_pods(name, ns))
     done = wait_finished(name, ns, 600)
-    pods = pods_of(name, ns)
-    by_rjob = {p["metadata"]["labels"].get(RJOB): p for p in pods}
-    launcher, worker = by_rjob["launcher"], by_rjob["node"]
+    launcher = next(p for p in pods_of(name, ns) if p["metadata"]["labels"].get(RJOB) == "launcher")
     text = pod_log(launcher["metadata"]["name"], ns)
     print(text)
-    print(f"nodeNames: {node_of(pods)}")
+    print(f"nodeNames: {placed}")
     assert done["type"] == "Complete", (done, text)
-    assert launcher["spec"]["nodeName"] != worker["spec"]["nodeName"], node_of(pods)
+    assert placed["launcher"] != placed["node"], placed
     lines = sorted(line for line in text.splitlines() if line.startswith("rank "))
     assert [line.split(":")[0].split(" on ")[0] for line in lines] == [f"rank {i}/4" for i in range(4)], text
     assert all(line.endswith("sum of ranks = 6") for line in lines), text
@@ -273,7 +320,7 @@ def _start_pair(ns: str, rt: str, name: str, main: str, extra: str) -> dict[str,
                lambda: describe_pods(name, ns))  # fmt: skip
     nodes = node_of(pods_of(name, ns))
     print(f"nodeNames before the crash: {nodes}")
-    first = next(n for p, n in nodes.items() if p.endswith("-node-0-0"))
+    first = next(n for p, n in nodes.items() if "-node-0-0-" in p)
     assert set(nodes.values()) == {main, extra}, nodes
     if first != main:
         pytest.fail(f"pod index 0 (the rendezvous host) landed on {first}, not {main}: the test needs it on the node "
@@ -281,33 +328,53 @@ def _start_pair(ns: str, rt: str, name: str, main: str, extra: str) -> dict[str,
     return nodes
 
 
-def test_a_node_that_dies_fails_a_static_job_with_a_reason_describe_shows(
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+
+
+def test_a_node_that_dies_leaves_a_static_job_readable_and_fails_it_once_declared_out_of_service(
     fresh_namespace: str, operator: DeployedOperator, crashable: tuple[str, str, str]
 ) -> None:
+    """The worker on the node that stays fails at once (its peer is gone) and the operator records it; the job
+    cannot end while the Job controller waits for its pod on the dead node to terminate (it never does: no kubelet
+    is left to confirm it), so it stays Running; describe says why once the node is NotReady. Declaring the node
+    out of service (Kubernetes' non-graceful node shutdown taint) lets the pod garbage collector delete that pod,
+    and the TrainJob fails with the recorded cause."""
     main, extra, index = crashable
     ns, name = fresh_namespace, uniq("static")
     rt = _worker_runtime(ns, uniq("static"), main, elastic=False)
     _start_pair(ns, rt, name, main, extra)
     t0 = time.monotonic()
     _bed_script("remove-node.sh", "--index", index, "--crash")
-    cond = wait_finished(name, ns, 300)
-    print(f"TrainJob {cond['type']} {time.monotonic() - t0:.1f} s after the crash: {cond.get('reason')}: "
-          f"{cond.get('message')}")  # fmt: skip
-    assert cond["type"] == "Failed", cond
-    assert cond.get("message"), cond
-    # The failure the operator recorded: the worker that stayed lost its peer (status.podFailures, in describe).
-    failures = (call(lambda c: c.get(r.TRAINJOB, name, ns)).get("status") or {}).get("podFailures") or []
-    print(f"status.podFailures: {failures}")
-    assert failures, "no status.podFailures"
+
+    def recorded() -> list[dict[str, Any]]:
+        st = call(lambda c: c.get(r.TRAINJOB, name, ns)).get("status") or {}
+        return list(st.get("podFailures") or [])
+
+    failures = wait_until(recorded, 120, "the operator to record the failure", lambda: describe_pods(name, ns))
+    print(f"status.podFailures {time.monotonic() - t0:.1f} s after the crash: {failures}")
+    assert [f["step"] for f in failures] == ["node-0-0"], failures  # the worker that stayed lost its peer
     # Once the node controller has seen the kubelet go silent (node-monitor-grace-period, 50 s by default),
-    # describe says why the other step never reported an end.
+    # describe says why the other step never reports an end.
     wait_until(lambda: extra not in ready_nodes(), 180, f"node {extra} NotReady")
     print(f"node {extra} NotReady {time.monotonic() - t0:.1f} s after the crash")
+    assert finished(name, ns) is None, conditions(name, ns)
     out = kubetrain("describe", "trainjob", name, "-n", ns).stdout
     print(out)
-    assert any(f["pod"] in out for f in failures), out
+    assert failures[0]["pod"] in out, out
     assert f"NodeNotReady: node {extra} Ready=Unknown" in out, out
     assert f"{extra} (node-0-1, NotReady)" in out, out  # the "Nodes:" line
+
+    kubectl("taint", "node", extra, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
+    try:
+        t1 = time.monotonic()
+        cond = wait_finished(name, ns, 300)
+        print(f"TrainJob {cond['type']} {time.monotonic() - t1:.1f} s after the out-of-service taint: "
+              f"{cond.get('reason')}: {cond.get('message')}")  # fmt: skip
+        assert cond["type"] == "Failed", cond
+        assert "node-0-0" in cond.get("message", ""), cond  # the recorded cause, not only JobSet's words
+        print(kubetrain("describe", "trainjob", name, "-n", ns).stdout)
+    finally:
+        kubectl("taint", "node", extra, f"{OUT_OF_SERVICE}-", check=False)
 
 
 def test_an_elastic_job_carries_on_when_a_node_dies(
@@ -342,3 +409,84 @@ def test_an_elastic_job_carries_on_when_a_node_dies(
     print(f"world size 2 again {again:.1f} s after add-node.sh; nodeNames: {node_of(pods_of(name, ns))}")
     assert finished(name, ns) is None, conditions(name, ns)
     call(lambda c: c.delete(r.TRAINJOB, name, ns))
+
+
+# --- gang scheduling across the two nodes (issue 23, item 5) ---
+
+
+def _millicpu(value: Any) -> int:
+    return int(Quantity.parse(str(value)).value * 1000)
+
+
+def _allocatable_millicpu(node: str) -> int:
+    return _millicpu(call(lambda c: c.get(NODE, node, None))["status"]["allocatable"]["cpu"])
+
+
+def _free_millicpu(node: str) -> int:
+    """The node's allocatable CPU less the requests of the pods bound to it that have not ended."""
+    alloc = _allocatable_millicpu(node)
+    used = 0
+    for pod in list_of(r.POD, None):
+        if pod["spec"].get("nodeName") != node or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for ct in pod["spec"].get("containers") or []:
+            cpu = ((ct.get("resources") or {}).get("requests") or {}).get("cpu")
+            used += _millicpu(cpu) if cpu else 0
+    return alloc - used
+
+
+def test_a_gang_that_fits_only_across_two_nodes_is_placed_on_both(
+    fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
+) -> None:
+    from tests.e2e.test_coscheduling import SCHEDULER, _missing
+
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    ns = fresh_namespace
+    nodes = two_nodes[:2]
+    # Each pod asks for just over half a node's CPU: one fits on each node, two never fit on one.
+    per_pod = min(_allocatable_millicpu(n) for n in nodes) // 2 + 50
+    free = {n: _free_millicpu(n) for n in nodes}
+    if any(f < per_pod for f in free.values()):
+        pytest.skip(f"a node has less than {per_pod}m CPU free for a gang member (free: {free}); the bed is busy")
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "gang", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 2, "torch": {}},
+            "podGroupPolicy": {"coscheduling": {"scheduleTimeoutSeconds": 30}},
+            "template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {
+                        "schedulerName": SCHEDULER,
+                        "terminationGracePeriodSeconds": 1,
+                        "tolerations": [TOLERATION],
+                        "containers": [{"name": "node", "image": IMAGE}],
+                    }}},
+                },
+            }]}},
+        },
+    }  # fmt: skip
+    call(lambda c: c.apply(runtime))
+    trainer = {
+        "command": ["sh", "-c", "echo rank $PET_NODE_RANK on $(hostname); sleep 2"],
+        "resourcesPerNode": {"requests": {"cpu": f"{per_pod}m", "memory": "32Mi"}},
+    }
+    call(lambda c: c.create(trainjob("wide", ns, "gang", trainer=trainer)))
+    pg = wait_until(lambda: get(r.COSCHEDULING_PODGROUP, "wide", ns), 60, "the PodGroup")
+    assert pg["spec"]["minMember"] == 2
+    bound = wait_until(
+        lambda: len(p := pods_of("wide", ns)) == 2 and all(x["spec"].get("nodeName") for x in p) and p,
+        180,
+        "both gang members bound",
+        lambda: describe_pods("wide", ns) + "\n" + scheduling_events(ns),
+    )
+    placed = node_of(bound)
+    print(f"{per_pod}m CPU per pod (free before: {free}); nodeNames: {placed}")
+    assert set(placed.values()) == set(nodes), placed
+    assert all(p["spec"]["schedulerName"] == SCHEDULER for p in bound)
+    assert wait_finished("wide", ns, 180)["type"] == "Complete"
