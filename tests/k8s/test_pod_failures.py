@@ -104,6 +104,23 @@ def test_runs_ended_by_the_pods_deletion_are_not_causes() -> None:
     assert pf.summary(f.entry()) == "node-0-0 was killed by SIGKILL (exit code 137, PreemptionByScheduler)"
 
 
+def test_a_pod_failed_by_its_deletion_is_not_a_failed_pod() -> None:
+    """What the elastic re-creation counts: the kubelet marks a deleted pod Failed after a non-zero exit (torchrun
+    1 and a shell 143 on SIGTERM); only a pod that failed on its own, or was evicted or preempted, is a failure."""
+    deleting = {"deletionTimestamp": "2026-01-01T00:00:40Z", "deletionGracePeriodSeconds": 30}  # asked at 00:10
+    for code in (1, 143):
+        stopped = pod(container(state={"terminated": term(code, at="2026-01-01T00:00:12Z")}), phase="Failed",
+                      **deleting)  # fmt: skip
+        assert pf.failed_by_deletion(stopped)
+    before = pod(container(state={"terminated": term(1, at=T0)}), phase="Failed", **deleting)
+    assert not pf.failed_by_deletion(before)  # it had failed before anyone deleted it
+    evicted = pod(container(state={"terminated": term(137, at="2026-01-01T00:00:12Z")}), phase="Failed", **deleting)
+    disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    evicted["status"]["conditions"] = [disruption]
+    assert not pf.failed_by_deletion(evicted)
+    assert not pf.failed_by_deletion(pod(container(state={"terminated": term(1)}), phase="Failed"))  # not deleted
+
+
 def test_a_pod_that_failed_as_a_whole() -> None:
     evicted = pod(phase="Failed")
     evicted["status"].update(reason="Evicted", message="The node was low on resource: memory.")
