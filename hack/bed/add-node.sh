@@ -5,7 +5,7 @@
 #
 #   hack/bed/add-node.sh [--index N] [--no-taint]
 #   hack/bed/add-node.sh --check        # say what runs; exit 0 only if the node is Ready
-#   hack/bed/remove-node.sh             # the reverse (README of hack/bed/remove-node.sh --help)
+#   hack/bed/remove-node.sh             # the reverse (see its --help)
 #
 # What node N (default 2) gets (hack/bed/_node.sh; each can be overridden by env NODE2_*):
 #   * containerd (/usr/bin/containerd, the bed's 1.6) with its own config, root ($K8S_HOME/nodeN/containerd),
@@ -24,6 +24,10 @@
 # No kube-proxy: the bed's one kube-proxy already programs the iptables of the network namespace both nodes share;
 # a second one would rewrite the same KUBE-* chains from another node's point of view. CoreDNS (10.201.0.1) and
 # the JobSet controller serve both nodes.
+# Limits: both kubelets share the machine (each reports all its CPUs and memory) and the kubelet's fixed
+# /var/lib/kubelet/device-plugins (no device plugins here); the bed's kube-proxy has clusterCIDR 10.244.0.0/24, so
+# this node's pods reach ClusterIP Services masqueraded (headless Services, pod IPs and DNS are direct); an image
+# the bed rebuilds (images.sh) reaches this node only when add-node.sh runs again.
 # Needs root and the bed up. On a shared bed hold its lock: flock /root/bedlogs/bed.lock hack/bed/add-node.sh
 source "$(dirname "$0")/_node.sh"
 
