@@ -22,12 +22,7 @@ PROBE_PORT=${COSCHED_PROBE_PORT:-18083}
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 
 build() {
-  local git=""
-  while [ $# -gt 0 ]; do
-    case $1 in --source) git=$2; shift 2 ;; *) die "build: unknown argument $1" ;; esac
-  done
-  need_tool
-  extract scheduler-plugins "$git" "${SCHEDULER_PLUGINS_REV:-HEAD}"
+  extract_source scheduler-plugins "${SCHEDULER_PLUGINS_REV:-HEAD}" "$@"
   [ -d "$SSRC/vendor" ] || die "$SSRC has no vendor/ directory: it cannot be built offline (use a tree that vendors its modules, e.g. openshift-kni/scheduler-plugins)"
   go_build scheduler-plugins "$SSRC" ./cmd/scheduler "$BIN/scheduler-plugins-scheduler"
   go_build scheduler-plugins "$SSRC" ./cmd/controller "$BIN/scheduler-plugins-controller"
@@ -114,11 +109,4 @@ status() {
   return $rc
 }
 
-case ${1:-} in
-  build) shift; build "$@" ;;
-  up) up ;;
-  down) down ;;
-  status) status ;;
-  -h|--help|help|"") usage ;;
-  *) die "unknown command $1 (build, up, down, status)" ;;
-esac
+dispatch "$@"

@@ -29,12 +29,7 @@ kt() { "$KUBECTL" --kubeconfig "$TARGET_KUBECONFIG" "$@"; }
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 
 build() {
-  local git=""
-  while [ $# -gt 0 ]; do
-    case $1 in --source) git=$2; shift 2 ;; *) die "build: unknown argument $1" ;; esac
-  done
-  need_tool
-  extract kueue "$git" "${KUEUE_REV:-HEAD}"
+  extract_source kueue "${KUEUE_REV:-HEAD}" "$@"
   # The chart's appVersion is the last release; a snapshot of main is that plus the commit.
   local version commit; commit=$(cat "$KSRC/.commit")
   version=$(sed -n 's/^appVersion: "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$KSRC/charts/kueue/Chart.yaml")
@@ -128,11 +123,4 @@ status() {
   if alive "$NAME"; then say "$NAME runs (pid $(cat "$RUN/$NAME.pid"))"; else say "$NAME is not running"; return 1; fi
 }
 
-case ${1:-} in
-  build) shift; build "$@" ;;
-  up) up ;;
-  down) down ;;
-  status) status ;;
-  -h|--help|help|"") usage ;;
-  *) die "unknown command $1 (build, up, down, status)" ;;
-esac
+dispatch "$@"

@@ -46,6 +46,28 @@ extract() {
   say "$name: extracted in $(( $(now) - t )) s"
 }
 
+# extract_source NAME REV [--source GITDIR]: the `build` command's arguments, then extract.
+extract_source() {
+  local name=$1 rev=$2 git=""; shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in --source) git=$2; shift 2 ;; *) die "build: unknown argument $1" ;; esac
+  done
+  need_tool
+  extract "$name" "$git" "$rev"
+}
+
+# dispatch "$@": the commands every part script has (build, up, down, status; usage without one).
+dispatch() {
+  case ${1:-} in
+    build) shift; build "$@" ;;
+    up) up ;;
+    down) down ;;
+    status) status ;;
+    -h|--help|help|"") usage ;;
+    *) die "unknown command $1 (build, up, down, status)" ;;
+  esac
+}
+
 # go_build NAME DIR PKG OUT [ldflags]: offline, from the tree's vendor/ directory.
 go_build() {
   local name=$1 dir=$2 pkg=$3 out=$4 ld=${5:-}
