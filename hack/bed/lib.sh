@@ -131,6 +131,11 @@ launch() { # NAME BINARY args...
                   exec "$@"' launch "$@" >> "$LOGS/$n.log" 2>&1 < /dev/null &
   echo $! > "$RUN/$n.pid"
 }
+unlocked() { # command...: run it without the descriptors this script inherited (the tool's start.sh leaves its
+  # daemons running with whatever it was given, so a `flock` around up.sh would be held until the bed stops)
+  bash -c 'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done 2>/dev/null
+           exec "$@"' unlocked "$@"
+}
 halt() { # NAME
   local f=$RUN/$1.pid pid
   [ -f "$f" ] || return 0

@@ -86,7 +86,7 @@ manager_up() { # [--fresh]
   fi
   if [ "${1:-}" = --fresh ]; then K8S_HOME=$MK_HOME "$TOOL/stop.sh" >/dev/null || true; fi
   K8S_HOME=$MK_HOME APISERVER_PORT=$MK_APISERVER_PORT ETCD_PORT=$MK_ETCD_PORT ETCD_PEER_PORT=$MK_ETCD_PEER_PORT \
-    KCM_PORT=$MK_KCM_PORT "$TOOL/start.sh" --wait-controllers ${1:+"$1"}
+    KCM_PORT=$MK_KCM_PORT unlocked "$TOOL/start.sh" --wait-controllers ${1:+"$1"}
 }
 
 # A kubeconfig with everything inline (Kueue accepts no file paths in a MultiKueueCluster's kubeconfig): the

@@ -38,9 +38,13 @@ if wants cluster; then
   fi
   image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/base/operator/deployment.yaml")
   [ -f "$K8S_HOME/images/kubetrain-train.tar" ] || "$TOOL/images.sh" --project "$REPO" --tag "$image" pause train
-  if ! alive kubelet; then "$TOOL/start.sh" --node $FRESH; fi
+  if ! alive kubelet; then unlocked "$TOOL/start.sh" --node $FRESH; fi
   (cd "$REPO" && "$TOOL/images.sh" project --project "$REPO" --tag "$image")
 fi
+
+# A cluster started with its data kept still has the webhooks of a Kueue that no longer runs: they would refuse
+# every create they match (the operator's Deployment included) until Kueue is back, so they go first.
+if ! alive "${KUEUE_NAME:-kueue}"; then "$HERE/kueue.sh" down >/dev/null; fi
 
 if wants kubetrain; then
   step kubetrain
