@@ -78,9 +78,10 @@ def populate(home: Path) -> subprocess.Popen[bytes]:
 
 
 def serve() -> tuple[Any, str, Any]:
-    from kubetrain.cli._backend import local_backend
-    from kubetrain.ui.app import Ui, UiSettings, bind
+    from kubetrain.service.backends import local_backend
+    from kubetrain.ui.app import bind
     from kubetrain.ui.app import serve as serve_ui
+    from kubetrain.ui.state import Ui, UiSettings
 
     settings = UiSettings(port=0)
     sock = bind(settings)
@@ -150,8 +151,8 @@ def main() -> str:
 def measure() -> str:
     home = Path(tempfile.mkdtemp(prefix="kubetrain-bench-ui-"))
     supervisor = populate(home)
-    from kubetrain.cli._backend import local_backend
     from kubetrain.local.store.db import Store
+    from kubetrain.service.backends import local_backend
     from kubetrain.ui.pages import FIRST_ROWS
 
     backend = local_backend()

@@ -21,6 +21,8 @@ from typing import Any
 
 from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as C
+from kubetrain.service.backends import cluster_backend, is_cluster
+from kubetrain.service.submit import submit
 
 
 class Client:
@@ -31,16 +33,10 @@ class Client:
         self, *, namespace: str = "default", kubeconfig: str | None = None, context: str | None = None
     ) -> None:
         self.namespace = namespace
-        self._cluster = bool(
-            kubeconfig or context or os.environ.get("KUBETRAIN_BACKEND", "").lower() in ("k8s", "kubernetes")
-        )
+        self._cluster = is_cluster(kubeconfig, context)
         self._backend: Any
         if self._cluster:
-            try:
-                from kubetrain.k8s.cli_backend import ClusterBackend
-            except ImportError as exc:
-                raise KubetrainError(f"the Kubernetes backend is not available: {exc}") from None
-            self._backend = ClusterBackend(kubeconfig, context)
+            self._backend = cluster_backend(kubeconfig, context, elsewhere="use this machine")
         else:
             from kubetrain.local.backend import LocalBackend
 
@@ -101,10 +97,8 @@ class Client:
             "metadata": {"name": name, "namespace": self.namespace},
             "spec": {"runtimeRef": {"name": runtime, "kind": runtime_kind}, "trainer": trainer},
         }
-        if self._cluster:
-            self._backend.apply([manifest], namespace=self.namespace)
-        else:
-            self._backend.apply([manifest], namespace=self.namespace, workdir=workdir or os.getcwd())
+        submit([manifest], self._backend, namespace=self.namespace, cluster=self._cluster,
+               workdirs=[workdir or os.getcwd()])
         return name
 
     def _runtime(self, name: str, kind: str) -> AnyRuntime | None:

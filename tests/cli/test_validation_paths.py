@@ -180,7 +180,7 @@ def test_brackets_in_messages_are_printed(tmp_path: Path) -> None:
 
 
 def test_validate_and_render_use_the_clusters_runtimes(tmp_path: Path) -> None:
-    from kubetrain.k8s.cli_backend import ClusterBackend
+    from kubetrain.k8s.backend.cluster import ClusterBackend
     from tests.k8s.helpers import torch_runtime
     from tests.k8s.threaded import background_api
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetrain.k8s.cli_backend import ClusterBackend
+from kubetrain.k8s.backend.cluster import ClusterBackend
 from kubetrain.k8s.client import Client
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (

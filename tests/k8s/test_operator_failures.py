@@ -10,8 +10,8 @@ import datetime as dt
 import re
 from typing import Any
 
-from kubetrain.k8s import pod_failures as pf
 from kubetrain.k8s.client import resources as r
+from kubetrain.k8s.pods import failures as pf
 from tests.k8s.helpers import Env, fake_env, run, running_operator, torch_runtime, trainjob, wait_for
 from tests.k8s.kubelet import crash_loop, pod_manifest, running, terminated
 

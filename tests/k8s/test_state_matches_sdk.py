@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("kubeflow.trainer", reason="the kubeflow SDK is not installed")
 
-from kubetrain.k8s.cli_backend import ClusterBackend
+from kubetrain.k8s.backend.cluster import ClusterBackend
 from tests.k8s.helpers import torch_runtime, trainjob
 from tests.k8s.kubelet import Kubelet, pod_manifest, running, terminated, unschedulable
 from tests.k8s.threaded import background_api

@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from kubetrain.api.views import Backend
-from kubetrain.ui.app import Ui, UiSettings, bind, serve
+from kubetrain.ui.app import bind, serve
+from kubetrain.ui.state import Ui, UiSettings
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

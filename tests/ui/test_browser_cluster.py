@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kubetrain.k8s.cli_backend import ClusterBackend
+from kubetrain.k8s.backend.cluster import ClusterBackend
 from tests.k8s.helpers import torch_runtime
 from tests.k8s.kubelet import Kubelet, pod_manifest, running
 from tests.k8s.threaded import Background, background_api

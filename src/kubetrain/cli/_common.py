@@ -1,10 +1,11 @@
-"""What the CLI verbs share: loading ``-f`` files, printing findings, exit codes."""
+"""What the CLI verbs share: the ``-f`` option, printing findings, exit codes (loading lives in
+``kubetrain.service.sources``)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
@@ -14,7 +15,6 @@ from kubetrain.api.errors import Finding, Result
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kubetrain.api.loader import LineMap, Loaded, Manifest
 
 
 class Teardown:
@@ -73,39 +73,6 @@ files_option = click.option(
 )
 
 
-class Source:
-    """Where an object came from (``file:line``); ``locate(path)`` finds the line of one of its fields."""
-
-    def __init__(self, text: str, lines: LineMap | None = None, file: str | None = None):
-        self.text, self.lines, self.file = text, lines, file
-
-    def __str__(self) -> str:
-        return self.text
-
-    def locate(self, path: str) -> str:
-        from kubetrain.api.loader import locate
-
-        if self.lines is None or self.file is None:
-            return self.text
-        return locate(self.lines, self.file, path) or self.text
-
-
-def load_all(files: Iterable[str]) -> tuple[list[Manifest], list[Source], Result]:
-    """The objects that loaded, where each came from, and the loader's findings (see also ``checking``)."""
-    loaded = load_files(files)
-    sources = [Source(loaded.sources[i], loaded.lines[i], loaded.files[i]) for i in range(len(loaded.objects))]
-    return loaded.objects, sources, loaded.result
-
-
-def load_files(files: Iterable[str]) -> Loaded:
-    from kubetrain.api.loader import Loaded, load_file
-
-    loaded = Loaded()
-    for f in files:
-        loaded.extend(load_file(f))
-    return loaded
-
-
 def print_findings(result: Result) -> None:
     for f in result.errors:
         _print(f, "error", "red")
@@ -141,19 +108,3 @@ def dump(objects: list[dict[str, Any]], output: str) -> str:
     from kubetrain.api.yamlio import dump_all
 
     return dump_all(objects)
-
-
-def describe(obj: Manifest) -> str:
-    ns = getattr(obj.metadata, "namespace", None)
-    return f"{obj.kind} {ns + '/' if ns and obj.kind != 'ClusterTrainingRuntime' else ''}{obj.metadata.name}"
-
-
-def tag(result: Result, obj: Manifest, source: Source | None) -> Result:
-    """Attach the object and the file:line of the offending field to each finding."""
-    who = describe(obj)
-    out = Result()
-    for f in result.errors + result.warnings:
-        where = f.source or (source.locate(f.path) if source is not None else None)
-        g = Finding(f.path, f.message, f.fix, f.severity, where, f.obj or who)
-        (out.errors if g.severity == "error" else out.warnings).append(g)
-    return out

@@ -38,7 +38,7 @@ def register(group: click.Group) -> None:
           kubetrain cluster install-check --context prod
           KUBEFLOW_SYSTEM_NAMESPACE=kubetrain-system kubetrain cluster install-check
         """
-        from kubetrain.k8s.install_check import run_checks
+        from kubetrain.k8s.backend.install_check import run_checks
 
         ok = True
         for passed, line in asyncio.run(

@@ -15,7 +15,8 @@ import click
 from kubetrain.api import KubetrainError
 from kubetrain.api.views import Backend
 from kubetrain.cli import jsonpath
-from kubetrain.cli.output import age, dump_objects, error_line, plain_table
+from kubetrain.cli.output import dump_objects, error_line, plain_table
+from kubetrain.service.present import age
 
 # kubectl's names for each kind (plural, singular, short).
 CORE_KINDS: dict[str, str] = {

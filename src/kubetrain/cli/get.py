@@ -18,7 +18,8 @@ from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
 from kubetrain.cli.core_objects import CORE_KINDS, get_core
-from kubetrain.cli.output import age, dump_objects, error_line, nodes, plain_table
+from kubetrain.cli.output import dump_objects, error_line, nodes, plain_table
+from kubetrain.service.present import age
 
 TRAINJOB_KINDS = ("trainjobs", "trainjob", "tj")
 RUNTIME_KINDS = (

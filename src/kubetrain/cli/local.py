@@ -21,6 +21,7 @@ from kubetrain.cli._backend import select_backend as _backend
 from kubetrain.cli._backend import with_backend_options as _with_backend_options
 from kubetrain.cli._common import fail, files_option, print_findings
 from kubetrain.cli.output import print_applied
+from kubetrain.service.submit import submit, workdirs
 
 if TYPE_CHECKING:
     from kubetrain.api.loader import Manifest
@@ -34,7 +35,7 @@ def _load(
 ) -> tuple[list[Manifest], list[str]]:
     """Load and check the files with the same rules as `validate` (against the backend's installed runtimes);
     print every finding, deprecation warnings included, and stop on errors before anything is applied."""
-    from kubetrain.cli.checking import check_files
+    from kubetrain.service.checking import check_files
 
     checked = check_files(files, namespace=namespace, backend=backend, local=None if cluster else "run")
     print_findings(checked.result)
@@ -42,11 +43,7 @@ def _load(
         sys.exit(1)
     # Locally a pod without workingDir starts where its manifest lives, so `command: [torchrun, train.py]`
     # finds a script next to the YAML.
-    dirs = []
-    for s in checked.sources:
-        f = s.file or "-"
-        dirs.append(str(Path(f).resolve().parent) if f not in ("-", "<stdin>") else os.getcwd())
-    return checked.objects, dirs
+    return checked.objects, workdirs(checked.sources)
 
 
 def _cached(files: tuple[str, ...], namespace: str) -> tuple[Any, str | None]:
@@ -77,7 +74,7 @@ def _file_of(files: tuple[str, ...], workdir: str) -> int:
     return 0
 
 
-def _run_errors(fn: Callable[[], None]) -> None:
+def _run_errors(fn: Callable[[], object]) -> None:
     try:
         fn()
     except KubetrainError as exc:
@@ -220,7 +217,8 @@ def register(group: click.Group) -> None:
         tj, workdir = jobs[0]
         ns = tj.metadata.namespace or namespace
         if cluster:
-            _run_errors(lambda: print_applied(backend.apply([*others, tj.to_wire()], namespace=ns)))
+            _run_errors(lambda: submit([*others, tj.to_wire()], backend, namespace=ns, cluster=True,
+                                       on_applied=print_applied))
             if detach:
                 return
             how = "".join(
@@ -272,21 +270,5 @@ def register(group: click.Group) -> None:
         cluster = _is_cluster(kubeconfig, context)
         objects, dirs = _load(files, backend, namespace, cluster)
         wires = [o.to_wire() for o in objects]
-        if cluster:
-            _run_errors(lambda: print_applied(backend.apply(wires, namespace=namespace)))
-            return
-        from kubetrain.local.backend import LocalBackend
-
-        assert isinstance(backend, LocalBackend)
-        local = backend
-        applied: list[str] = []
-
-        def go() -> None:
-            # One call per object so each TrainJob keeps the working directory of its own file; each result is
-            # printed as it happens, so a later error never hides what was already applied.
-            for w, d in sorted(zip(wires, dirs, strict=True), key=lambda p: p[0]["kind"] == "TrainJob"):
-                done = local.apply([w], namespace=namespace, workdir=d)
-                applied.extend(done)
-                print_applied(done)
-
-        _run_errors(go)
+        _run_errors(lambda: submit(wires, backend, namespace=namespace, cluster=cluster, workdirs=dirs,
+                                   on_applied=print_applied))

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import click
 
-from kubetrain import __version__
+from kubetrain._version import __version__
 
 # command name -> module defining ``register(group)`` that adds it.
 COMMANDS: dict[str, str] = {

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from kubetrain.cli._common import escape, stderr, stdout
+from kubetrain.service.present import age
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from kubetrain.api import TrainJob
-
-
-def age(ts: str | None) -> str:
-    if not ts:
-        return "-"
-    try:
-        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return "-"
-    s = int((datetime.now(UTC) - then).total_seconds())
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= n:
-            return f"{s // n}{unit}"
-    return f"{s}s"
 
 
 def nodes(tj: TrainJob) -> str:

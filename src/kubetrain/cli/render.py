@@ -10,9 +10,12 @@ from kubetrain.api import constants as c
 from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
 from kubetrain.api.errors import KubetrainError, Result
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._common import Source, dump, fail, files_option, print_findings, tag
-from kubetrain.cli.checking import check_files, checking_backend, close_backend
+from kubetrain.cli._backend import select_checking_backend
+from kubetrain.cli._common import dump, fail, files_option, print_findings
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen
+from kubetrain.service.backends import close_backend
+from kubetrain.service.checking import check_files
+from kubetrain.service.sources import Source, tag
 
 CORE_TYPES = (ConfigMap, Secret, PersistentVolumeClaim)
 
@@ -68,7 +71,7 @@ def register(group: click.Group) -> None:
           kubetrain render -f trainjob.yaml -f runtime.yaml -o yaml
           kubetrain render -f examples/quickstart/trainjob.yaml --fixed-keys | kubectl apply --dry-run=server -f -
         """
-        backend = checking_backend(kubeconfig, context)
+        backend = select_checking_backend(kubeconfig, context)
         try:
             checked = check_files(files, namespace=namespace, backend=backend, local=None)
         finally:

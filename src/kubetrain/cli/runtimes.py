@@ -8,9 +8,10 @@ from kubetrain.api import constants as c
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.yamlio import dump, dump_all
 from kubetrain.cli._backend import is_cluster, select_backend
-from kubetrain.cli._common import fail, load_all, print_findings, stdout
+from kubetrain.cli._common import fail, print_findings, stdout
 from kubetrain.cli.output import plain_rich_table
 from kubetrain.runtimes import builtin_runtimes
+from kubetrain.service.sources import load_all
 
 Key = tuple[str, str | None, str]
 

@@ -10,12 +10,13 @@ from rich.text import Text
 
 from kubetrain.api.errors import Result
 from kubetrain.api.podsecurity import LEVELS, Level
-from kubetrain.cli._backend import is_cluster
-from kubetrain.cli._capacity import capacity_warnings
+from kubetrain.cli._backend import is_cluster, select_checking_backend
 from kubetrain.cli._common import files_option, print_findings, stderr
-from kubetrain.cli._podsecurity import pod_security
-from kubetrain.cli.checking import BuiltinsOnly, RuntimeCatalog, check_files, checking_backend, close_backend
 from kubetrain.compiler.podsecurity import PodSecurityReport
+from kubetrain.service.backends import close_backend
+from kubetrain.service.capacity import capacity_warnings
+from kubetrain.service.checking import BuiltinsOnly, RuntimeCatalog, check_files
+from kubetrain.service.podsecurity import pod_security
 
 
 def validate_files(
@@ -80,7 +81,7 @@ def register(group: click.Group) -> None:
         """
         reports: list[PodSecurityReport] = []
         cluster = is_cluster(kubeconfig, context)
-        backend = checking_backend(kubeconfig, context)
+        backend = select_checking_backend(kubeconfig, context)
         try:
             result, count = validate_files(files, namespace, backend, cluster=cluster,
                                            pod_security_level=pod_security_level, reports=reports)

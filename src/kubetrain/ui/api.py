@@ -18,10 +18,10 @@ from kubetrain.api import constants as c
 from kubetrain.api.logtext import step_prefix
 from kubetrain.api.views import Backend, LogChunk, LogOptions, Notice
 from kubetrain.ui import present, submit
-from kubetrain.ui.app import UI_KEY, Ui, json_dumps
 from kubetrain.ui.errors import UiError, from_exception
-from kubetrain.ui.pages import _check_name, scope_of, selector_of
+from kubetrain.ui.requests import check_name, scope_of, selector_of
 from kubetrain.ui.security import Handler, stream_headers
+from kubetrain.ui.state import UI_KEY, Ui, json_dumps
 
 PING = 10.0
 """Seconds between keep-alive comments on a quiet stream (a closed browser tab is noticed by then)."""
@@ -62,8 +62,8 @@ def _as_stream(handler: Handler) -> Handler:
 
 def _target(request: web.Request) -> tuple[str, str]:
     ns, name = request.match_info["namespace"], request.match_info["name"]
-    _check_name(ns, "namespace")
-    _check_name(name, "TrainJob name")
+    check_name(ns, "namespace")
+    check_name(name, "TrainJob name")
     return ns, name
 
 

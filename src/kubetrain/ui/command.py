@@ -10,17 +10,22 @@ import sqlite3
 import sys
 import webbrowser
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from kubetrain.api import KubetrainError
-from kubetrain.cli._backend import is_cluster, with_backend_options
-from kubetrain.cli._common import fail, stderr
+from kubetrain.service.backends import (
+    LOCAL_STATE_FIX,
+    BackendUnavailable,
+    cluster_backend,
+    is_cluster,
+    local_backend,
+    with_backend_options,
+)
 
 if TYPE_CHECKING:
     from kubetrain.api.views import Backend
-    from kubetrain.ui.app import Ui, UiSettings
+    from kubetrain.ui.state import Ui, UiSettings
 
 
 def register(group: click.Group) -> None:
@@ -63,10 +68,11 @@ def register(group: click.Group) -> None:
             import aiohttp_sse  # noqa: F401
             import jinja2  # noqa: F401
         except ImportError as exc:
-            fail(f"kubetrain ui needs the optional extra 'ui' ({exc.name} is not installed)",
+            _fail(f"kubetrain ui needs the optional extra 'ui' ({exc.name} is not installed)",
                  "pip install 'kubetrain[ui]'")
-        from kubetrain.ui.app import Ui, UiSettings, bind
+        from kubetrain.ui.app import bind
         from kubetrain.ui.errors import UiError
+        from kubetrain.ui.state import Ui, UiSettings
 
         cluster = is_cluster(kubeconfig, context)
         settings = UiSettings(namespace=namespace, all_namespaces=all_namespaces, kubeconfig=kubeconfig,
@@ -75,15 +81,15 @@ def register(group: click.Group) -> None:
         try:
             sock = bind(settings)
         except UiError as exc:
-            fail(exc.message, exc.fix)
+            _fail(exc.message, exc.fix)
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
         ui = Ui(settings, factory, label=label)
         host = f"[{settings.address}]" if ":" in settings.address else settings.address
         url = f"http://{host}:{settings.port}/?token={ui.session.token}"
         if not _loopback(settings.address):
-            stderr.print(f"warning: listening on {settings.address}: other machines can reach this UI over plain "
-                         "HTTP; anyone with the address below acts with your credentials", markup=False)
+            click.echo(f"warning: listening on {settings.address}: other machines can reach this UI over plain "
+                       "HTTP; anyone with the address below acts with your credentials", err=True)
 
         def started() -> None:
             click.echo(f"kubetrain ui: {label}")
@@ -117,32 +123,32 @@ def _loopback(address: str) -> bool:
     return address in ("localhost", "::1") or address.startswith("127.")
 
 
+def _fail(message: str, fix: str | None = None) -> NoReturn:
+    """The CLI's way to stop: the reason and the fix on stderr, exit status 1, no traceback."""
+    click.echo(f"error: {message}", err=True)
+    if fix:
+        click.echo(f"  fix: {fix}", err=True)
+    sys.exit(1)
+
+
 def _backend(settings: UiSettings) -> tuple[Callable[[], Backend], str]:
     """A factory of backends (one per worker thread) and how the page header names where it acts."""
     if not settings.cluster:
-        from kubetrain.cli._backend import local_backend
-
         try:
             local_backend()  # fail now, with the reason, rather than on the first page
         except (OSError, sqlite3.Error) as exc:
-            fail(f"cannot open this machine's kubetrain state: {exc}",
-                 "point KUBETRAIN_HOME at a writable directory (default ~/.kubetrain)")
+            _fail(f"cannot open this machine's kubetrain state: {exc}", LOCAL_STATE_FIX)
         return local_backend, "this machine"
-    try:
-        from kubetrain.k8s.cli_backend import ClusterBackend
-    except ImportError as exc:
-        fail(f"the Kubernetes backend is not available in this installation ({exc})",
-             "drop --kubeconfig/--context to use this machine")
     kubeconfig, context = settings.kubeconfig, settings.context
     try:
-        probe = ClusterBackend(kubeconfig, context)
-    except KubetrainError as exc:
-        fail(str(exc), "pass --kubeconfig/--context of a reachable cluster, or drop them to use this machine")
-    server = probe.config.server
-    probe.close()
+        probe = cluster_backend(kubeconfig, context, elsewhere="use this machine")
+    except BackendUnavailable as exc:
+        _fail(exc.message, exc.fix)
+    server = probe.config.server  # type: ignore[attr-defined]
+    probe.close()  # type: ignore[attr-defined]
     label = f"cluster {context} · {server}" if context else f"cluster {server}"
 
     def make() -> Backend:
-        return ClusterBackend(kubeconfig, context)
+        return cluster_backend(kubeconfig, context, elsewhere="use this machine")
 
     return make, label

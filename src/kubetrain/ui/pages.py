@@ -7,20 +7,17 @@ needs embedded as JSON; the script then keeps it live.
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import string
 from typing import Any
 
 from aiohttp import web
 
-from kubetrain.api import KubetrainError
 from kubetrain.api import constants as c
-from kubetrain.api.selectors import Selector
-from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.ui import present
-from kubetrain.ui.app import UI_KEY, Ui
 from kubetrain.ui.errors import UiError, from_exception
+from kubetrain.ui.requests import check_name, scope_of, selector_of
+from kubetrain.ui.state import UI_KEY
 
 FIRST_LIST_TIMEOUT = 60.0
 FIRST_ROWS = 100
@@ -38,39 +35,6 @@ def routes(app: web.Application) -> None:
 
 async def home(request: web.Request) -> web.Response:
     return web.Response(status=303, headers={"Location": "/trainjobs"})
-
-
-def scope_of(request: web.Request, ui: Ui) -> str | None:
-    """The namespace a page shows (None: all): ``?all=1``, ``?namespace=x``, else what the UI started with."""
-    q = request.query
-    if q.get("all") in ("1", "true", "on"):
-        return None
-    if "namespace" in q:
-        ns = q["namespace"].strip()
-        if not ns:
-            return None
-        _check_name(ns, "namespace")
-        return ns
-    return ui.default_scope
-
-
-def selector_of(request: web.Request) -> tuple[str, Selector | None]:
-    text = request.query.get("selector", "").strip()
-    if not text:
-        return "", None
-    try:
-        return text, parse_selector(text)
-    except KubetrainError as exc:
-        raise UiError(400, f"label selector: {exc}", "e.g. team=vision,env!=dev or 'tier in (a,b)'") from None
-
-
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-
-
-def _check_name(value: str, what: str) -> None:
-    if len(value) > 253 or not _NAME.fullmatch(value):
-        raise UiError(400, f"{what} {value!r} is not a valid Kubernetes name",
-                      "lower-case letters, digits, '-' and '.', at most 253 characters")
 
 
 async def trainjobs(request: web.Request) -> web.Response:
@@ -106,8 +70,8 @@ async def trainjobs(request: web.Request) -> web.Response:
 async def trainjob(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
     ns, name = request.match_info["namespace"], request.match_info["name"]
-    _check_name(ns, "namespace")
-    _check_name(name, "TrainJob name")
+    check_name(ns, "namespace")
+    check_name(name, "TrainJob name")
     call = ui.backends.call
     details, history, compiled = await asyncio.gather(
         call(lambda b: b.describe_trainjob(name, ns)),

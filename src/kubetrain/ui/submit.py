@@ -1,5 +1,5 @@
 """The submit form: its fields become a TrainJob manifest, checked by the one validation entry point
-(``kubetrain.cli.checking``, as ``kubetrain validate`` and ``apply`` check files) and applied through the backend.
+(``kubetrain.service.checking``, as ``kubetrain validate`` and ``apply`` check files) and applied through the backend.
 
 Findings keep their field paths (``spec.trainer.numNodes``), so the page shows each under the field it is about.
 What the form itself cannot read (an env line without ``=``, a command with an unclosed quote) is reported the
@@ -16,6 +16,7 @@ from typing import Any
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, InvalidObjectError, KubetrainError
 from kubetrain.api.yamlio import dump_all
+from kubetrain.service.submit import submit
 from kubetrain.ui.errors import UiError
 
 SOURCE = "form"
@@ -139,7 +140,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
 def check(built: Built, backend: Any, *, cluster: bool) -> tuple[list[Finding], list[Finding]]:
     """Errors and warnings of the TrainJob, as ``kubetrain validate`` (or, before running, ``apply``) finds them
     against the runtimes ``backend`` has."""
-    from kubetrain.cli.checking import check_text
+    from kubetrain.service.checking import check_text
 
     checked = check_text(as_yaml(built), SOURCE, namespace=built.namespace, backend=backend,
                          local=None if cluster else "run")
@@ -151,10 +152,7 @@ def apply(built: Built, backend: Any, *, cluster: bool, workdir: str) -> str:
     """Create the TrainJob; returns what the backend says (``trainjob/x created``). A refusal after validation
     (admission on this machine, the cluster's webhook) comes back as a ``UiError`` 422 with the backend's words."""
     try:
-        if cluster:
-            applied = backend.apply([built.manifest], namespace=built.namespace)
-        else:
-            applied = backend.apply([built.manifest], namespace=built.namespace, workdir=workdir)
+        applied = submit([built.manifest], backend, namespace=built.namespace, cluster=cluster, workdirs=[workdir])
     except InvalidObjectError as exc:
         raise UiError(422, "; ".join(f.render() for f in exc.findings)) from exc
     except KubetrainError as exc:

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api import constants as c
-from kubetrain.k8s import pod_failures as pf
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client.ratelimit import TokenBucket
 from kubetrain.k8s.client.resources import JOB
@@ -32,7 +31,8 @@ from kubetrain.k8s.operator import status as st
 from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.settings import OperatorSettings
-from kubetrain.k8s.steps import step_name
+from kubetrain.k8s.pods import failures as pf
+from kubetrain.k8s.pods.steps import step_name
 
 log = logging.getLogger("kubetrain.operator.failures")
 Key = tuple[str, str]

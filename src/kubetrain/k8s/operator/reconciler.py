@@ -29,7 +29,7 @@ from kubetrain.k8s.operator.metrics import Metrics
 from kubetrain.k8s.operator.queueing import held_elsewhere, mark_applied, queue_name, set_workloads_active
 from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
 from kubetrain.k8s.operator.scaling import JobSetScaler, RequeueNow, scaling_status, with_budget
-from kubetrain.k8s.pod_failures import failed_message
+from kubetrain.k8s.pods.failures import failed_message
 
 log = logging.getLogger("kubetrain.operator.reconciler")
 Key = tuple[str, str]

@@ -34,11 +34,11 @@ import logging
 from typing import Any
 
 from kubetrain.api import elastic
-from kubetrain.k8s import pod_failures
 from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, POD, TRAINJOB
 from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.informer import Informer
+from kubetrain.k8s.pods import failures as pod_failures
 
 log = logging.getLogger("kubetrain.operator.scaling")
 Obj = dict[str, Any]

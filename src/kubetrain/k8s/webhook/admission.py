@@ -18,6 +18,10 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview v1 request (answered with HTTP 400)."""
 
 
+class LookupFailed(Exception):
+    """A lookup raised: the answer is an internal error (500), which makes the API server retry or fail."""
+
+
 @dataclass(frozen=True)
 class Request:
     """The parts of ``AdmissionReview.request`` the handlers read."""

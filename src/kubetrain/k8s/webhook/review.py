@@ -17,7 +17,7 @@ from kubetrain.api.loader import parse_document, parse_manifest
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import Subject, validate_batch, validate_objects
-from kubetrain.k8s.webhook.admission import Request, Response, error_text, object_at
+from kubetrain.k8s.webhook.admission import LookupFailed, Request, Response, error_text, object_at
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
 from kubetrain.k8s.webhook.podsecurity import (
     NamespaceLookup,
@@ -37,10 +37,6 @@ JobSetLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 """``(name, namespace) -> JobSet as a dict | None``."""
 
 Clock = Callable[[], datetime]
-
-
-class LookupFailed(Exception):
-    """A lookup raised: the answer is an internal error (500), which makes the API server retry or fail."""
 
 
 def _response(req: Request, result: Result) -> Response:

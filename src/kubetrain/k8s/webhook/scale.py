@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubetrain.api import constants as c
-from kubetrain.k8s.webhook.admission import Request, Response, object_at, pointer
+from kubetrain.k8s.webhook.admission import LookupFailed, Request, Response, object_at, pointer
 
 TrainJobLookup = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 """``(name, namespace) -> TrainJob as a dict | None``."""
@@ -42,8 +42,6 @@ async def review_scale(req: Request, trainjob_lookup: TrainJobLookup | None, rev
     try:
         old = await trainjob_lookup(req.name, namespace)
     except Exception as exc:
-        from kubetrain.k8s.webhook.review import LookupFailed
-
         raise LookupFailed(f"looking up TrainJob {req.name!r}: {exc}") from exc
     if old is None:
         return Response(uid=req.uid)  # the API server answers 404 on its own

@@ -23,12 +23,11 @@ from typing import Any
 from aiohttp import web
 
 from kubetrain.k8s.webhook import names
-from kubetrain.k8s.webhook.admission import BadReview, Request, Response
+from kubetrain.k8s.webhook.admission import BadReview, LookupFailed, Request, Response
 from kubetrain.k8s.webhook.podsecurity import NamespaceLookup
 from kubetrain.k8s.webhook.review import (
     Clock,
     JobSetLookup,
-    LookupFailed,
     RuntimeLookup,
     default_trainjob_with_runtime,
     review_runtime,

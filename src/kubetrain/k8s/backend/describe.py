@@ -11,11 +11,11 @@ from kubetrain.api import TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import StepView, TrainJobDetails
+from kubetrain.k8s.backend.multikueue import describe_extra, managed_by_multikueue, multikueue_state
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
-from kubetrain.k8s.multikueue import describe_extra, managed_by_multikueue, multikueue_state
-from kubetrain.k8s.pod_failures import failure_views, recorded_logs, with_failures
-from kubetrain.k8s.steps import (
+from kubetrain.k8s.pods.failures import failure_views, recorded_logs, with_failures
+from kubetrain.k8s.pods.steps import (
     events_for,
     jobset_reason,
     log_container,

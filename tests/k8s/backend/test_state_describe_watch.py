@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubetrain.api import KubetrainError
-from kubetrain.k8s.cli_backend import ClusterBackend
+from kubetrain.k8s.backend.cluster import ClusterBackend
 from tests.k8s.helpers import torch_runtime, trainjob
 from tests.k8s.kubelet import Kubelet, pod_manifest, running, terminated, unschedulable
 from tests.k8s.threaded import background_api

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kubetrain.api.views import StateView
-from kubetrain.k8s import pod_failures as pf
+from kubetrain.k8s.pods import failures as pf
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z"
 

@@ -1,6 +1,6 @@
-"""Load ``-f`` files and check them with the one validation entry point, against the runtimes the selected
-backend has installed. ``validate``, ``render``, ``apply`` and ``run`` all start here, so none of them can
-accept what another rejects.
+"""Load manifests and check them with the one validation entry point, against the runtimes the selected backend
+has installed. ``validate``, ``render``, ``apply`` and ``run``, the UI's submit form and ``Client.train`` all start
+here, so none of them can accept what another rejects.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, KubetrainError, Result
 from kubetrain.api.loader import Loaded, Manifest
 from kubetrain.api.runtime import AnyRuntime
-from kubetrain.cli._backend import is_cluster, local_backend, select_backend
-from kubetrain.cli._common import Source, load_files, tag
 from kubetrain.compiler import Subject, validate_batch
 from kubetrain.compiler.validate import Local
+from kubetrain.service.backends import cluster_backend, is_cluster, local_backend
+from kubetrain.service.sources import Source, load_files, tag
 
 
 class RuntimeCatalog(Protocol):
@@ -105,19 +105,13 @@ class BuiltinsOnly:
         return list(builtin_runtimes())
 
 
-def close_backend(backend: object) -> None:
-    """Close a cluster backend's HTTP session now rather than at interpreter exit (which warns)."""
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
-
-
 def checking_backend(kubeconfig: str | None, context: str | None) -> RuntimeCatalog:
     """The backend whose runtimes `validate` and `render` resolve against. Those commands only read: when this
     machine's state cannot be opened (read-only or broken $KUBETRAIN_HOME) they go on with the built-in runtimes
-    and say so, where `apply` and `run` would stop."""
+    and say so, where `apply` and `run` would stop. Raises ``BackendUnavailable`` for a cluster that cannot be
+    reached."""
     if is_cluster(kubeconfig, context):
-        return select_backend(kubeconfig, context)
+        return cluster_backend(kubeconfig, context)
     try:
         return local_backend()
     except (OSError, sqlite3.Error) as exc:

@@ -28,12 +28,12 @@ from kubetrain.api.views import (
     StateView,
     StepChange,
 )
-from kubetrain.k8s.cli_watch import Mirror
+from kubetrain.k8s.backend.log_stamps import Stamps
+from kubetrain.k8s.backend.watch import Mirror
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
-from kubetrain.k8s.log_stamps import Stamps
-from kubetrain.k8s.pod_failures import with_failures
-from kubetrain.k8s.steps import (
+from kubetrain.k8s.pods.failures import with_failures
+from kubetrain.k8s.pods.steps import (
     container_names,
     container_started,
     container_status,

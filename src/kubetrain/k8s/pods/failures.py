@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.views import FailureView, StateView
-from kubetrain.k8s.steps import LABEL_RJOB, step_name
+from kubetrain.k8s.pods.steps import LABEL_RJOB, step_name
 
 # Bounds of what one TrainJob's record may hold (docs/operator.md, "Failures a user can read").
 MAX_ENTRIES = 4

@@ -14,8 +14,8 @@ import pytest
 from kubetrain.api import KubetrainError
 from kubetrain.api.logtext import lines_of
 from kubetrain.api.views import LogChunk, LogItem, LogOptions, Notice, StateChange, StepChange
-from kubetrain.k8s.cli_backend import ClusterBackend
-from kubetrain.k8s.log_stamps import Stamps
+from kubetrain.k8s.backend.cluster import ClusterBackend
+from kubetrain.k8s.backend.log_stamps import Stamps
 from tests.k8s.helpers import trainjob
 from tests.k8s.kubelet import Kubelet, pod_manifest, running, terminated, unschedulable, waiting
 from tests.k8s.threaded import background_api

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from kubetrain.cli.main import cli
-from kubetrain.k8s.cli_backend import ClusterBackend
+from kubetrain.k8s.backend.cluster import ClusterBackend
 from tests.k8s.helpers import trainjob
 from tests.k8s.kubelet import Kubelet
 from tests.k8s.threaded import Background, background_api

@@ -10,8 +10,8 @@ from kubetrain.api.loader import Manifest
 from kubetrain.api.podsecurity import Level
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._common import Source, tag
 from kubetrain.compiler.podsecurity import PodSecurityReport, lint_runtime, lint_trainjob, not_rated
+from kubetrain.service.sources import Source, tag
 
 NOT_CHECKED = "not rated: it was not checked against its runtime (see the warnings)"
 

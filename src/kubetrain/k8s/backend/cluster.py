@@ -26,15 +26,21 @@ from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, TrainJobDetails, WatchItem
-from kubetrain.k8s.cli_describe import describe
-from kubetrain.k8s.cli_follow import Follower
-from kubetrain.k8s.cli_watch import jobset_name_of, key_of, watch_trainjobs
+from kubetrain.k8s.backend.describe import describe
+from kubetrain.k8s.backend.follow import Follower
+from kubetrain.k8s.backend.multikueue import (
+    Placement,
+    list_workloads,
+    managed_by_multikueue,
+    multikueue_state,
+    placement_of,
+)
+from kubetrain.k8s.backend.watch import jobset_name_of, key_of, watch_trainjobs
 from kubetrain.k8s.client import ApiError, Client, NotFound
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.config import ConfigError, load
-from kubetrain.k8s.multikueue import Placement, list_workloads, managed_by_multikueue, multikueue_state, placement_of
-from kubetrain.k8s.pod_failures import with_failures
-from kubetrain.k8s.steps import newest_per_step, step_name, step_view
+from kubetrain.k8s.pods.failures import with_failures
+from kubetrain.k8s.pods.steps import newest_per_step, step_name, step_view
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from kubetrain.api.errors import Finding, KubetrainError, Result
 from kubetrain.api.loader import Manifest
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
-from kubetrain.cli._common import Source, tag
+from kubetrain.service.sources import Source, tag
 
 if TYPE_CHECKING:
     from kubetrain.local.scheduling.resources import Capacity
