@@ -203,10 +203,10 @@ operator_up() {
     operator --kubeconfig "$MKC" --lease-namespace kubeflow-system --health-port "$MK_OPERATOR_HEALTH_PORT" \
     --status-port -1 --webhook-port "$MK_OPERATOR_WEBHOOK_PORT" --webhook-cert-dir "$certs" --log-format text
   wait_for "manager operator /readyz" 120 curl -sf --max-time 2 "http://127.0.0.1:$MK_OPERATOR_HEALTH_PORT/readyz"
-  python3 "$HERE/webhooks_by_url.py" "$REPO/manifests/webhook/mutating.yaml" \
+  python3 "$HERE/webhooks_by_url.py" "$REPO/manifests/base/webhook/mutating.yaml" \
     "https://127.0.0.1:$MK_OPERATOR_WEBHOOK_PORT" "$MK_HOME/pki/ca.crt" "" > "$MK_DIR/kubetrain-webhooks.yaml"
   echo --- >> "$MK_DIR/kubetrain-webhooks.yaml"
-  python3 "$HERE/webhooks_by_url.py" "$REPO/manifests/webhook/validating.yaml" \
+  python3 "$HERE/webhooks_by_url.py" "$REPO/manifests/base/webhook/validating.yaml" \
     "https://127.0.0.1:$MK_OPERATOR_WEBHOOK_PORT" "$MK_HOME/pki/ca.crt" "" >> "$MK_DIR/kubetrain-webhooks.yaml"
   km apply --server-side --force-conflicts -f "$MK_DIR/kubetrain-webhooks.yaml" >/dev/null
 }
@@ -236,11 +236,11 @@ up() {
 
   t=$(now); manager_home; manager_up $fresh; say "manager control plane: $(elapsed "$t") s"
   t=$(now)
-  km apply --server-side --force-conflicts -k "$REPO/manifests/crds" >/dev/null
+  km apply --server-side --force-conflicts -k "$REPO/manifests/base/crds" >/dev/null
   km apply --server-side --force-conflicts -f "$SRC/jobset/config/components/crd/bases" >/dev/null
   km wait --for condition=Established --timeout=60s crd/trainjobs.trainer.kubeflow.org \
     crd/clustertrainingruntimes.trainer.kubeflow.org crd/jobsets.jobset.x-k8s.io >/dev/null
-  km apply --server-side --force-conflicts -k "$REPO/manifests/runtimes" >/dev/null
+  km apply --server-side --force-conflicts -k "$REPO/manifests/overlays/runtimes" >/dev/null
   say "manager CRDs (kubetrain, JobSet) and built-in runtimes: $(elapsed "$t") s"
   t=$(now); operator_up; say "manager operator ready: $(elapsed "$t") s (log $MK_LOGS/$OPERATOR.log)"
   t=$(now); kueue_up; say "manager Kueue ready: $(elapsed "$t") s"
