@@ -103,7 +103,7 @@ ${KUEUE_EXTRA_CONFIG:-}
 EOT
   if alive "$NAME"; then halt "$NAME"; fi
   launch "$NAME" "$BIN/kueue-manager" --config "$DIR/config.yaml" --kubeconfig "$DIR/kubeconfig" \
-    --feature-gates "VisibilityOnDemand=false${KUEUE_FEATURE_GATES:+,$KUEUE_FEATURE_GATES}" --zap-log-level=info
+    --feature-gates "VisibilityOnDemand=false${KUEUE_FEATURE_GATES:+,$KUEUE_FEATURE_GATES}" --zap-log-level="${KUEUE_LOG_LEVEL:-info}"
   wait_for "$NAME /readyz" 120 curl -sf --max-time 2 "http://127.0.0.1:$HEALTH_PORT/readyz"
   # Both versions answer once its conversion webhook does.
   wait_for "$NAME's conversion webhook" 60 kt get clusterqueues.v1beta1.kueue.x-k8s.io

@@ -122,18 +122,21 @@ EOT
 
 # Host processes: pid files in $RUN, logs in $LOGS (as the tool's own components).
 alive() { local f=$RUN/$1.pid; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+# Closes every descriptor above stderr in the shell that runs it. No redirection may wrap the loop: bash keeps the
+# real stderr on a high descriptor meanwhile, the loop would close that one, and stderr would stay /dev/null.
+CLOSE_INHERITED='for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && [ -e "/proc/$$/fd/$n" ] && eval "exec $n>&-"; done'
 launch() { # NAME BINARY args...
   local n=$1; shift
   echo "=== $(date -Is) start $n" >> "$LOGS/$n.log"
   # A daemon keeps no descriptor it inherited: a `flock` held around the script that started it would otherwise be
   # held for the daemon's whole life.
-  setsid bash -c 'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done 2>/dev/null
+  setsid bash -c "$CLOSE_INHERITED"'
                   exec "$@"' launch "$@" >> "$LOGS/$n.log" 2>&1 < /dev/null &
   echo $! > "$RUN/$n.pid"
 }
 unlocked() { # command...: run it without the descriptors this script inherited (the tool's start.sh leaves its
   # daemons running with whatever it was given, so a `flock` around up.sh would be held until the bed stops)
-  bash -c 'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done 2>/dev/null
+  bash -c "$CLOSE_INHERITED"'
            exec "$@"' unlocked "$@"
 }
 halt() { # NAME

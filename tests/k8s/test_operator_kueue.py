@@ -148,3 +148,28 @@ def test_a_suspended_jobset_from_an_operator_that_did_not_record_its_intent_is_r
                 await wait_for(lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is False, what="resume")
 
     run(body)
+
+
+def test_with_kueues_trainjob_integration_the_resume_looks_for_no_jobset_workload() -> None:
+    """Kueue's TrainJob integration marks the TrainJob with its runtime patch; the JobSet then has no Workload, and
+    looking for one (a list call) would sit between Kueue's admission and the pods (bench/kueue.py)."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(torch_runtime())
+            async with running_operator(env):
+                tj = queued_trainjob("job", suspend=True)
+                tj["spec"]["runtimePatches"] = [{"manager": "kueue.x-k8s.io/manager"}]
+                await env.client.create(tj)
+                js = await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
+                assert js["metadata"]["labels"][QUEUE] == "team-a"
+                await env.client.merge_patch(r.TRAINJOB, "job", "default", {"spec": {"suspend": False}})
+                await wait_for(lambda: env.get("jobsets", "job", group=JS)["spec"]["suspend"] is False, what="resume")
+                assert not [p for _, p in env.api.requests if "/workloads" in p]
+                # Without the integration's patch (Kueue's JobSet integration), the same resume looks for one.
+                await env.client.create(queued_trainjob("other", suspend=True))
+                await wait_for(lambda: env.find("jobsets", "other", group=JS), what="JobSet")
+                await env.client.merge_patch(r.TRAINJOB, "other", "default", {"spec": {"suspend": False}})
+                await wait_for(lambda: [p for _, p in env.api.requests if "/workloads" in p], what="workload list")
+
+    run(body)

@@ -97,6 +97,17 @@ def held_elsewhere(jobset: dict[str, Any] | None) -> bool:
     return applied == "false"
 
 
+KUEUE_PATCH_MANAGER: Final = "kueue.x-k8s.io/manager"
+"""The ``runtimePatches`` manager of Kueue's TrainJob integration (its webhook adds the entry at create)."""
+
+
+def queued_as_trainjob(trainjob: dict[str, Any]) -> bool:
+    """Whether Kueue's TrainJob integration queues this TrainJob: its Workload belongs to the TrainJob, so its
+    JobSet has none to look up (Kueue's JobSet integration leaves the JobSets of such TrainJobs alone)."""
+    patches = (trainjob.get("spec") or {}).get("runtimePatches") or []
+    return any(isinstance(p, dict) and p.get("manager") == KUEUE_PATCH_MANAGER for p in patches)
+
+
 def queue_name(jobset: dict[str, Any] | None) -> str | None:
     if jobset is None:
         return None

@@ -26,7 +26,13 @@ from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.failures import FailureRecorder, Record
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.metrics import Metrics
-from kubetrain.k8s.operator.queueing import held_elsewhere, mark_applied, queue_name, set_workloads_active
+from kubetrain.k8s.operator.queueing import (
+    held_elsewhere,
+    mark_applied,
+    queue_name,
+    queued_as_trainjob,
+    set_workloads_active,
+)
 from kubetrain.k8s.operator.runtimes import RuntimeLoadError, RuntimeSource, UnsupportedRuntime, snapshot_name
 from kubetrain.k8s.operator.scaling import JobSetScaler, RequeueNow, scaling_status, with_budget
 from kubetrain.k8s.pods.failures import failed_message
@@ -257,8 +263,10 @@ class TrainJobReconciler:
             if live is not None and not suspended and held_elsewhere(live):
                 return  # Kueue (or another queue) owns its suspend: resuming it is theirs (queueing.py)
             hand_over = False
-            if live is not None and queue_name(live):
+            if live is not None and queue_name(live) and not queued_as_trainjob(wire):
                 # A JobSet Kueue queues itself: suspend through its Workload, and on resume let Kueue admit it again.
+                # (Not with Kueue's TrainJob integration: the JobSet has no Workload, and looking for one would put
+                # a list call between Kueue's admission and the pods.)
                 has_workload = await set_workloads_active(self.client, live, not suspended)
                 hand_over = has_workload and not suspended
             applied = await self.client.apply(mark_applied(obj, hand_over=hand_over))
