@@ -7,6 +7,7 @@ runtime a TrainJob references and, for runtime-patch changes, the live JobSet.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -92,40 +93,55 @@ async def review_trainjob(
         parsed_old, _ = parse_manifest(req.old)
         old = parsed_old if isinstance(parsed_old, TrainJob) else None
 
-    ref = trainjob.spec.runtime_ref
-    candidates: list[AnyRuntime] = []
-    if ref.effective_group == c.GROUP and ref.effective_kind in (
-        c.KIND_TRAINING_RUNTIME,
-        c.KIND_CLUSTER_TRAINING_RUNTIME,
-    ):
-        namespace = trainjob.namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
-        try:
-            found = await runtime_lookup(ref.effective_kind, ref.name, namespace)
-        except Exception as exc:
-            raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
-        if found is not None:
-            live, unreadable = _as_runtime(found, ref.effective_kind, namespace)
-            if live is not None:
-                candidates.append(live)
-            else:  # not "not found": it exists, and saying so points at the real problem
-                result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
-                             f"{unreadable}", "fix the runtime object")
-                return _response(req, result)
-    validated = validate_batch([Subject(trainjob, pruned, old=old)], installed=candidates)
-    result.extend(validated.results[0])
-    if old is not None and jobset_lookup is not None:
-        result.extend(await _active_jobset_check(trainjob, old, jobset_lookup))
-    response = _response(req, result)
-    runtime = validated.runtimes[0]  # the runtime validation checked the TrainJob against, if it passed
-    if runtime is not None and response.allowed:
-        try:
-            policy = await policy_of(trainjob.namespace, namespace_lookup)
-        except NamespaceLookupFailed as exc:
-            raise LookupFailed(str(exc)) from exc
-        errors, warnings = review_trainjob_pods(trainjob, runtime, policy, old=old)
-        response.errors += errors
-        response.warnings += warnings
-    return response
+    # The lookups go out together: Kueue's TrainJob integration updates a queued TrainJob twice between its
+    # admission and the pods, and each update waits for this review (bench/kueue.py).
+    policy_task = asyncio.ensure_future(policy_of(trainjob.namespace, namespace_lookup))
+    jobset_task = (
+        asyncio.ensure_future(_active_jobset_check(trainjob, old, jobset_lookup))
+        if old is not None and jobset_lookup is not None
+        else None
+    )
+    try:
+        ref = trainjob.spec.runtime_ref
+        candidates: list[AnyRuntime] = []
+        if ref.effective_group == c.GROUP and ref.effective_kind in (
+            c.KIND_TRAINING_RUNTIME,
+            c.KIND_CLUSTER_TRAINING_RUNTIME,
+        ):
+            namespace = trainjob.namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
+            try:
+                found = await runtime_lookup(ref.effective_kind, ref.name, namespace)
+            except Exception as exc:
+                raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
+            if found is not None:
+                live, unreadable = _as_runtime(found, ref.effective_kind, namespace)
+                if live is not None:
+                    candidates.append(live)
+                else:  # not "not found": it exists, and saying so points at the real problem
+                    result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
+                                 f"{unreadable}", "fix the runtime object")
+                    return _response(req, result)
+        validated = validate_batch([Subject(trainjob, pruned, old=old)], installed=candidates)
+        result.extend(validated.results[0])
+        if jobset_task is not None:
+            result.extend(await jobset_task)
+        response = _response(req, result)
+        runtime = validated.runtimes[0]  # the runtime validation checked the TrainJob against, if it passed
+        if runtime is not None and response.allowed:
+            try:
+                policy = await policy_task
+            except NamespaceLookupFailed as exc:
+                raise LookupFailed(str(exc)) from exc
+            errors, warnings = review_trainjob_pods(trainjob, runtime, policy, old=old)
+            response.errors += errors
+            response.warnings += warnings
+        return response
+    finally:
+        for task in (policy_task, jobset_task):
+            if task is not None and not task.done():
+                task.cancel()
+            elif task is not None and not task.cancelled():
+                task.exception()  # a lookup whose answer was not needed: its failure is not this review's
 
 
 def _as_runtime(
