@@ -65,7 +65,8 @@ _SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER_ANNOTATION = "container.seccomp.security.alpha.kubernetes.io/"
 
 
-def _who(c: Container) -> str:
+def who(c: Container) -> str:
+    """How findings name a container: `container "x"` or `ephemeral container "x"`."""
     kind = "ephemeral container" if c.ephemeral else "container"
     return f'{kind} "{c.name}"'
 
@@ -74,7 +75,7 @@ def privileged(pod: Pod) -> list[Hit]:
     return [
         Hit(
             c.field("securityContext", "privileged"),
-            f"{_who(c)} is privileged (full access to the node)",
+            f"{who(c)} is privileged (full access to the node)",
             "remove securityContext.privileged or set it to false",
         )
         for c in pod.containers()
@@ -106,7 +107,7 @@ def host_ports(pod: Pod) -> list[Hit]:
                 hits.append(
                     Hit(
                         c.field(f"ports[{j}]", "hostPort"),
-                        f"{_who(c)} binds host port {host_port}"
+                        f"{who(c)} binds host port {host_port}"
                         + (" (every port is a host port under hostNetwork)" if implied else ""),
                         "remove spec.hostNetwork" if implied else "remove hostPort; reach the pod through a Service",
                         (str(host_port),),
@@ -133,15 +134,18 @@ def capabilities_baseline(pod: Pod) -> list[Hit]:
         added = [text(a) for a in items(obj(obj(c.security).get("capabilities")).get("add"))]
         extra = sorted({a for a in added if a not in DEFAULT_CAPABILITIES})
         if extra:
-            hits.append(
-                Hit(
-                    c.field("securityContext", "capabilities", "add"),
-                    f"{_who(c)} adds capabilities beyond the default set: {', '.join(extra)}",
-                    f"remove {', '.join(extra)} from securityContext.capabilities.add",
-                    tuple(extra),
-                )
-            )
+            hits.append(added_capabilities(c, extra, f"adds capabilities beyond the default set: {', '.join(extra)}"))
     return hits
+
+
+def added_capabilities(c: Container, extra: list[str], what: str) -> Hit:
+    """A container adding capabilities its level does not allow (``extra``); both levels word the fix alike."""
+    return Hit(
+        c.field("securityContext", "capabilities", "add"),
+        f"{who(c)} {what}",
+        f"remove {', '.join(extra)} from securityContext.capabilities.add",
+        tuple(extra),
+    )
 
 
 def _apparmor_hits(path: str, who: str, sc: dict[str, object] | None) -> list[Hit]:
@@ -163,7 +167,7 @@ def _apparmor_hits(path: str, who: str, sc: dict[str, object] | None) -> list[Hi
 def app_armor_profile(pod: Pod) -> list[Hit]:
     hits = _apparmor_hits("spec.securityContext", "the pod", pod.security)
     for c in pod.containers():
-        hits += _apparmor_hits(c.field("securityContext"), _who(c), c.security)
+        hits += _apparmor_hits(c.field("securityContext"), who(c), c.security)
     for key, value in sorted(pod.annotations.items()):
         if key.startswith(_APPARMOR_ANNOTATION) and not (
             value == "" or value == "runtime/default" or value.startswith("localhost/")
@@ -207,7 +211,7 @@ def _selinux_hits(path: str, who: str, sc: dict[str, object] | None, allowed: fr
 def _se_linux(pod: Pod, allowed: frozenset[str]) -> list[Hit]:
     hits = _selinux_hits("spec.securityContext", "the pod", pod.security, allowed)
     for c in pod.containers():
-        hits += _selinux_hits(c.field("securityContext"), _who(c), c.security, allowed)
+        hits += _selinux_hits(c.field("securityContext"), who(c), c.security, allowed)
     return hits
 
 
@@ -262,7 +266,7 @@ def seccomp_baseline_1_19(pod: Pod) -> list[Hit]:
     for c in pod.containers():
         kind = seccomp_type(c.security)
         if kind is not None and kind not in SECCOMP_ALLOWED:
-            hits.append(seccomp_hit(c.field("securityContext"), _who(c), kind))
+            hits.append(seccomp_hit(c.field("securityContext"), who(c), kind))
     return hits
 
 
@@ -309,7 +313,7 @@ def proc_mount(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "procMount"),
-                    f"{_who(c)} sets procMount {sc['procMount']}",
+                    f"{who(c)} sets procMount {sc['procMount']}",
                     "remove securityContext.procMount (or set it to Default)",
                     (sc["procMount"],),
                 )
@@ -343,7 +347,7 @@ def windows_host_process(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "windowsOptions", "hostProcess"),
-                    f"{_who(c)} runs as a Windows HostProcess container",
+                    f"{who(c)} runs as a Windows HostProcess container",
                     "remove windowsOptions.hostProcess",
                 )
             )
@@ -369,7 +373,7 @@ def host_probes_and_lifecycle(pod: Pod) -> list[Hit]:
         for hook in ("postStart", "preStop"):
             found += _handler_hosts(c, ("lifecycle", hook), lifecycle.get(hook))
         hits += [
-            Hit(path, f"{_who(c)} probes or hooks another host ({host})", "remove host; the pod's own IP is used",
+            Hit(path, f"{who(c)} probes or hooks another host ({host})", "remove host; the pod's own IP is used",
                 (host,))
             for path, host in found
         ]

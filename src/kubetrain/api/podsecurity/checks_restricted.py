@@ -10,9 +10,11 @@ from kubetrain.api.podsecurity.checks_baseline import (
     SECCOMP_ALLOWED,
     CheckFn,
     Hit,
+    added_capabilities,
     proc_mount,
     seccomp_hit,
     seccomp_type,
+    who,
 )
 
 # Inline volume sources restricted pods may use; everything else (hostPath, nfs, iscsi, ...) is refused.
@@ -26,10 +28,6 @@ _OTHER_VOLUME_SOURCES = (
     "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "vsphereVolume", "quobyte", "azureDisk",
     "photonPersistentDisk", "portworxVolume", "scaleIO", "storageos",
 )  # fmt: skip
-
-
-def _who(c: Container) -> str:
-    return f'{"ephemeral container" if c.ephemeral else "container"} "{c.name}"'
 
 
 def _not_windows(check: CheckFn) -> CheckFn:
@@ -47,7 +45,7 @@ def allow_privilege_escalation_1_8(pod: Pod) -> list[Hit]:
     return [
         Hit(
             c.field("securityContext", "allowPrivilegeEscalation"),
-            f"{_who(c)} does not set allowPrivilegeEscalation: false",
+            f"{who(c)} does not set allowPrivilegeEscalation: false",
             "set securityContext.allowPrivilegeEscalation: false",
         )
         for c in pod.containers()
@@ -63,19 +61,14 @@ def capabilities_restricted_1_22(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "capabilities", "drop"),
-                    f"{_who(c)} does not drop ALL capabilities",
+                    f"{who(c)} does not drop ALL capabilities",
                     'set securityContext.capabilities.drop: ["ALL"]',
                 )
             )
         extra = sorted({text(a) for a in items(caps.get("add"))} - {"NET_BIND_SERVICE"})
         if extra:
             hits.append(
-                Hit(
-                    c.field("securityContext", "capabilities", "add"),
-                    f"{_who(c)} adds {', '.join(extra)}; restricted allows adding only NET_BIND_SERVICE",
-                    f"remove {', '.join(extra)} from securityContext.capabilities.add",
-                    tuple(extra),
-                )
+                added_capabilities(c, extra, f"adds {', '.join(extra)}; restricted allows adding only NET_BIND_SERVICE")
             )
     return hits
 
@@ -131,7 +124,7 @@ def run_as_non_root_1_0(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "runAsNonRoot"),
-                    f"{_who(c)} sets runAsNonRoot: false",
+                    f"{who(c)} sets runAsNonRoot: false",
                     "set securityContext.runAsNonRoot: true or remove it (the pod-level value then applies)",
                 )
             )
@@ -149,7 +142,7 @@ def run_as_user_1_23(pod: Pod) -> list[Hit]:
             hits.append(
                 Hit(
                     c.field("securityContext", "runAsUser"),
-                    f"{_who(c)} runs as root (runAsUser: 0)",
+                    f"{who(c)} runs as root (runAsUser: 0)",
                     "set a non-zero runAsUser",
                 )
             )
@@ -179,7 +172,7 @@ def seccomp_restricted_1_19(pod: Pod) -> list[Hit]:
         if kind is None:
             implicit.append(c)
         elif kind not in SECCOMP_ALLOWED:
-            hits.append(seccomp_hit(c.field("securityContext"), _who(c), kind))
+            hits.append(seccomp_hit(c.field("securityContext"), who(c), kind))
     if implicit and pod_kind is None:
         hits.append(
             Hit(

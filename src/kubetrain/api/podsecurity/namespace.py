@@ -8,9 +8,9 @@ stricter enforce level (and its version, unless warn-version is set).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from kubetrain.api.podsecurity.registry import LATEST, Level, level_rank, parse_level, parse_version
 
@@ -19,6 +19,8 @@ ENFORCE: Final = PREFIX + "enforce"
 ENFORCE_VERSION: Final = PREFIX + "enforce-version"
 WARN: Final = PREFIX + "warn"
 WARN_VERSION: Final = PREFIX + "warn-version"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -41,34 +43,10 @@ def namespace_policy(labels: Mapping[str, str] | None, default: NamespacePolicy 
     base = default or NamespacePolicy()
     labels = labels or {}
     errors: list[str] = []
-    enforce_level, enforce_minor = base.enforce.level, base.enforce.minor
-    warn_level, warn_minor = base.warn.level, base.warn.minor
-    enforce_given = False
-
-    if ENFORCE in labels:
-        try:
-            enforce_level, enforce_given = parse_level(labels[ENFORCE]), True
-        except ValueError as exc:
-            enforce_level = "restricted"
-            errors.append(f"{ENFORCE}: {exc}")
-    if ENFORCE_VERSION in labels:
-        try:
-            enforce_minor = parse_version(labels[ENFORCE_VERSION])
-        except ValueError as exc:
-            enforce_minor = None
-            errors.append(f"{ENFORCE_VERSION}: {exc}")
-    if WARN in labels:
-        try:
-            warn_level = parse_level(labels[WARN])
-        except ValueError as exc:
-            warn_level = "privileged"
-            errors.append(f"{WARN}: {exc}")
-    if WARN_VERSION in labels:
-        try:
-            warn_minor = parse_version(labels[WARN_VERSION])
-        except ValueError as exc:
-            warn_minor = None
-            errors.append(f"{WARN_VERSION}: {exc}")
+    enforce_level, enforce_given = _label(labels, ENFORCE, parse_level, base.enforce.level, "restricted", errors)
+    enforce_minor, _ = _label(labels, ENFORCE_VERSION, parse_version, base.enforce.minor, None, errors)
+    warn_level, _ = _label(labels, WARN, parse_level, base.warn.level, "privileged", errors)
+    warn_minor, _ = _label(labels, WARN_VERSION, parse_version, base.warn.minor, None, errors)
     if WARN not in labels and enforce_given and level_rank(enforce_level) > level_rank(warn_level):
         warn_level = enforce_level
         if WARN_VERSION not in labels:
@@ -76,3 +54,17 @@ def namespace_policy(labels: Mapping[str, str] | None, default: NamespacePolicy 
     return NamespacePolicy(
         LevelVersion(enforce_level, enforce_minor), LevelVersion(warn_level, warn_minor), tuple(errors)
     )
+
+
+def _label(
+    labels: Mapping[str, str], key: str, parse: Callable[[str], T], unset: T, invalid: T, errors: list[str]
+) -> tuple[T, bool]:
+    """The label's value parsed and whether it was valid; ``unset`` without it, ``invalid`` (and an error) when it
+    does not parse."""
+    if key not in labels:
+        return unset, False
+    try:
+        return parse(labels[key]), True
+    except ValueError as exc:
+        errors.append(f"{key}: {exc}")
+        return invalid, False

@@ -6,6 +6,7 @@ from typing import Any
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
+from kubetrain.api.runtime import CoschedulingPolicy, VolcanoPolicy
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler.framework import object_meta
 from kubetrain.compiler.info import Info
@@ -30,18 +31,26 @@ def pod_group(info: Info, api_version: str, spec: dict[str, Any]) -> dict[str, A
     return {"apiVersion": api_version, "kind": "PodGroup", "metadata": object_meta(info, info.name), "spec": spec}
 
 
+def _coscheduling(info: Info) -> CoschedulingPolicy | None:
+    return info.pod_group_policy.coscheduling if info.pod_group_policy is not None else None
+
+
+def _volcano(info: Info) -> VolcanoPolicy | None:
+    return info.pod_group_policy.volcano if info.pod_group_policy is not None else None
+
+
 class Coscheduling:
     name = "CoScheduling"
 
     def enforce_pod_group_policy(self, info: Info) -> None:
-        if info.pod_group_policy is None or info.pod_group_policy.coscheduling is None:
-            return
-        info.pod_labels[c.LABEL_COSCHEDULING_POD_GROUP] = info.name
+        if _coscheduling(info) is not None:
+            info.pod_labels[c.LABEL_COSCHEDULING_POD_GROUP] = info.name
 
     def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
-        if info.pod_group_policy is None or info.pod_group_policy.coscheduling is None:
+        policy = _coscheduling(info)
+        if policy is None:
             return []
-        timeout = info.pod_group_policy.coscheduling.schedule_timeout_seconds
+        timeout = policy.schedule_timeout_seconds
         spec: dict[str, Any] = {"minMember": min_member(info), "minResources": min_resources(info)}
         spec["scheduleTimeoutSeconds"] = 60 if timeout is None else timeout
         return [pod_group(info, c.COSCHEDULING_API_VERSION, spec)]
@@ -51,14 +60,13 @@ class Volcano:
     name = "Volcano"
 
     def enforce_pod_group_policy(self, info: Info) -> None:
-        if info.pod_group_policy is None or info.pod_group_policy.volcano is None:
-            return
-        info.pod_annotations[c.ANNOTATION_VOLCANO_GROUP] = info.name
+        if _volcano(info) is not None:
+            info.pod_annotations[c.ANNOTATION_VOLCANO_GROUP] = info.name
 
     def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
-        if info.pod_group_policy is None or info.pod_group_policy.volcano is None:
+        policy = _volcano(info)
+        if policy is None:
             return []
-        policy = info.pod_group_policy.volcano
         spec: dict[str, Any] = {
             "minMember": policy.min_member or min_member(info),
             "minResources": min_resources(info),
@@ -81,7 +89,8 @@ class Volcano:
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
-        if info.pod_group_policy is None or info.pod_group_policy.volcano is None:
+        policy = _volcano(info)
+        if policy is None:
             return result
         if c.ANNOTATION_VOLCANO_QUEUE in info.annotations and not info.annotations[c.ANNOTATION_VOLCANO_QUEUE]:
             result.error(
@@ -89,7 +98,6 @@ class Volcano:
                 "Volcano queue name must not be empty",
                 "name a Volcano queue or remove the annotation",
             )
-        policy = info.pod_group_policy.volcano
         if policy.min_member is not None and policy.min_member > min_member(info):
             result.warn(
                 "spec.podGroupPolicy.volcano.minMember",

@@ -1,6 +1,6 @@
 """The only code in kubetrain that talks to the Kubernetes API server.
 
-A thin async client over aiohttp, one module per verb (``getting``, ``applying``, ``creating``, ``replacing``,
+A thin async client over aiohttp, one module per verb (``getting``, ``applying``, ``writing`` (create, replace),
 ``patching``, ``deleting``, ``watching``, ``logs``) sharing one :class:`ApiSession` (auth, QPS/burst limit,
 retries honouring ``Retry-After``). :class:`Client` bundles them for callers that want one object.
 """

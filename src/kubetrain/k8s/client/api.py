@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Unpack
 
 from kubetrain.api.constants import FIELD_MANAGER
-from kubetrain.k8s.client import applying, creating, deleting, getting, logs, patching, replacing, watching
+from kubetrain.k8s.client import applying, deleting, getting, logs, patching, watching, writing
 from kubetrain.k8s.client.config import ClusterConfig
 from kubetrain.k8s.client.resources import Resource
 from kubetrain.k8s.client.session import ApiSession
@@ -61,10 +61,10 @@ class Client:
         return await applying.apply(self.session, obj, field_manager=self.field_manager, force=force)
 
     async def create(self, obj: dict[str, Any], *, resource: Resource | None = None) -> dict[str, Any]:
-        return await creating.create(self.session, obj, field_manager=self.field_manager, resource=resource)
+        return await writing.create(self.session, obj, field_manager=self.field_manager, resource=resource)
 
     async def replace(self, obj: dict[str, Any], *, resource: Resource | None = None) -> dict[str, Any]:
-        return await replacing.replace(self.session, obj, field_manager=self.field_manager, resource=resource)
+        return await writing.replace(self.session, obj, field_manager=self.field_manager, resource=resource)
 
     async def merge_patch(
         self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any]
@@ -107,49 +107,14 @@ class Client:
         namespace: str | None = None,
         *,
         resource_version: str,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        **options: Unpack[watching.WatchOptions],
     ) -> AsyncIterator[watching.WatchEvent]:
-        return watching.watch(
-            self.session,
-            res,
-            namespace,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
+        return watching.watch(self.session, res, namespace, resource_version=resource_version, **options)
 
     def pod_logs(
         self, name: str, namespace: str, *, container: str | None = None, follow: bool = False
     ) -> AsyncIterator[str]:
         return logs.pod_logs(self.session, name, namespace, container=container, follow=follow)
 
-    def pod_log_chunks(
-        self,
-        name: str,
-        namespace: str,
-        *,
-        container: str | None = None,
-        follow: bool = False,
-        previous: bool = False,
-        tail_lines: int | None = None,
-        since_seconds: int | None = None,
-        since_time: str | None = None,
-        timestamps: bool = False,
-        limit_bytes: int | None = None,
-    ) -> AsyncIterator[bytes]:
-        return logs.pod_log_chunks(
-            self.session,
-            name,
-            namespace,
-            container=container,
-            follow=follow,
-            previous=previous,
-            tail_lines=tail_lines,
-            since_seconds=since_seconds,
-            since_time=since_time,
-            timestamps=timestamps,
-            limit_bytes=limit_bytes,
-        )
+    def pod_log_chunks(self, name: str, namespace: str, **options: Unpack[logs.LogParams]) -> AsyncIterator[bytes]:
+        return logs.pod_log_chunks(self.session, name, namespace, **options)

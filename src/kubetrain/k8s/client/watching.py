@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kubetrain.k8s.client.errors import error_for
 from kubetrain.k8s.client.resources import Resource
@@ -26,16 +26,25 @@ class WatchEvent:
         return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
 
 
+class WatchOptions(TypedDict, total=False):
+    """A watch's options besides where it starts (``Client.watch`` takes the same)."""
+
+    timeout_seconds: int
+    """The server ends the watch after this long (default 300 s); callers watch again from the last version."""
+    label_selector: str | None
+    field_selector: str | None
+
+
 async def watch(
     session: ApiSession,
     res: Resource,
     namespace: str | None = None,
     *,
     resource_version: str,
-    timeout_seconds: int = 300,
-    label_selector: str | None = None,
-    field_selector: str | None = None,
+    **options: Unpack[WatchOptions],
 ) -> AsyncIterator[WatchEvent]:
+    timeout_seconds = options.get("timeout_seconds", 300)
+    label_selector, field_selector = options.get("label_selector"), options.get("field_selector")
     params = {
         "watch": "1",
         "resourceVersion": resource_version,

@@ -215,14 +215,7 @@ class Store:
         manager: str,
         subresource: str | None = None,
     ) -> dict[str, Any]:
-        table = self.table(group, plural)
-        key = self._key(table, namespace, name)
-        live = self._existing(table, key)
-        self._check_rv(obj, live)
-        new = copy.deepcopy(obj)
-        self._finish(table, live, new, subresource)
-        ssa.record_update(live, new, table.owners.setdefault(key, {}), manager)
-        return self._updated(table, key, new)
+        return self._update(group, plural, namespace, name, obj, manager, subresource, lambda live: copy.deepcopy(obj))
 
     def merge_patch(
         self,
@@ -234,12 +227,30 @@ class Store:
         manager: str,
         subresource: str | None = None,
     ) -> dict[str, Any]:
+        def patched(live: dict[str, Any]) -> dict[str, Any]:
+            new = copy.deepcopy(live)
+            _merge_patch(new, patch)
+            return new
+
+        return self._update(group, plural, namespace, name, patch, manager, subresource, patched)
+
+    def _update(
+        self,
+        group: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        request: dict[str, Any],
+        manager: str,
+        subresource: str | None,
+        make: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """An update (PUT or merge patch): ``request``'s resourceVersion checked, ``make(live)`` stored."""
         table = self.table(group, plural)
         key = self._key(table, namespace, name)
         live = self._existing(table, key)
-        self._check_rv(patch, live)
-        new = copy.deepcopy(live)
-        _merge_patch(new, patch)
+        self._check_rv(request, live)
+        new = make(live)
         self._finish(table, live, new, subresource)
         ssa.record_update(live, new, table.owners.setdefault(key, {}), manager)
         return self._updated(table, key, new)
