@@ -53,3 +53,36 @@ class TestStore:
         assert [r.name for r in s.list_trainjobs(None)] == ["kept"]
         assert s._read("PRAGMA journal_mode")[0][0] == "wal"
         assert s._read("SELECT count(*) FROM sched_queue")[0][0] == 0
+
+    def test_a_pod_keeps_its_creation_time_and_records_readiness(self, tmp_path: Path) -> None:
+        s = Store(tmp_path / "db")
+        s.create_trainjob({"metadata": {"name": "a", "namespace": "ns", "uid": "u"}}, [], "/w", (1, None))
+        s.put_pod(PodRow("ns", "a", "node-0-0", "node", "Pending", None, None, None, 0, None, "/l"))
+        (first,) = s.list_pods("ns", "a")
+        assert first.created is not None and not first.ready
+        s._conn.execute("UPDATE pods SET created = created - 60")  # as if recorded a minute ago
+        s.put_pod(PodRow("ns", "a", "node-0-0", "node", "Running", 5, "1", None, 0, None, "/l", ready=True))
+        (now,) = s.list_pods("ns", "a")
+        assert now.ready and now.state == "Running"
+        assert now.created == first.created - 60  # a rewrite keeps when the pod was first recorded
+
+    def test_a_version_3_state_file_gets_the_pod_columns(self, tmp_path: Path) -> None:
+        import sqlite3
+
+        db = tmp_path / "v3.db"
+        old = sqlite3.connect(db)
+        old.executescript(
+            "CREATE TABLE pods (namespace TEXT NOT NULL, trainjob TEXT NOT NULL, name TEXT NOT NULL, rjob TEXT NOT"
+            " NULL, state TEXT NOT NULL, pid INTEGER, pid_start TEXT, exit_code INTEGER, restarts INTEGER NOT NULL"
+            " DEFAULT 0, message TEXT, log TEXT NOT NULL, updated REAL NOT NULL,"
+            " PRIMARY KEY (namespace, trainjob, name));"
+            "INSERT INTO pods VALUES ('ns', 'a', 'node-0-0', 'node', 'Running', 1, '1', NULL, 0, NULL, '/l', 1);"
+            "PRAGMA user_version=3;"
+        )
+        old.commit()
+        old.close()
+        s = Store(db)
+        (pod,) = s.list_pods("ns", "a")
+        assert (pod.state, pod.ready, pod.created) == ("Running", False, None)
+        s.put_pod(PodRow("ns", "a", "node-0-1", "node", "Running", 2, "2", None, 0, None, "/l", ready=True))
+        assert [p.ready for p in s.list_pods("ns", "a")] == [False, True]

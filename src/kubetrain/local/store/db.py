@@ -35,7 +35,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.store.status import finished, now_rfc3339
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trainjobs (
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS trainjobs (
 CREATE TABLE IF NOT EXISTS pods (
   namespace TEXT NOT NULL, trainjob TEXT NOT NULL, name TEXT NOT NULL, rjob TEXT NOT NULL,
   state TEXT NOT NULL, pid INTEGER, pid_start TEXT, exit_code INTEGER, restarts INTEGER NOT NULL DEFAULT 0,
-  message TEXT, log TEXT NOT NULL, updated REAL NOT NULL,
+  message TEXT, log TEXT NOT NULL, updated REAL NOT NULL, ready INTEGER NOT NULL DEFAULT 0, created REAL,
   PRIMARY KEY (namespace, trainjob, name)
 );
 CREATE TABLE IF NOT EXISTS runtimes (
@@ -154,6 +154,10 @@ class PodRow:
     restarts: int
     message: str | None
     log: str
+    ready: bool = False
+    """Every container passed its readiness probe (or has none): kubectl's READY."""
+    created: float | None = None
+    """When the pod was first recorded (seconds since the epoch): its creationTimestamp."""
 
 
 @dataclass
@@ -244,6 +248,11 @@ class Store:
             if c.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
                 return
             c.executescript_in_tx(_SCHEMA)
+            # Columns added since a table was first made (CREATE TABLE IF NOT EXISTS leaves an old table as it is).
+            have = {r[1] for r in c.execute("PRAGMA table_info(pods)").fetchall()}
+            for column, decl in (("ready", "INTEGER NOT NULL DEFAULT 0"), ("created", "REAL")):
+                if column not in have:
+                    c.execute(f"ALTER TABLE pods ADD COLUMN {column} {decl}")
             c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -411,8 +420,10 @@ class Store:
         t = time.time()
         with self.transaction() as c:
             c.executemany(
+                # A pod keeps the time it was first recorded (its creationTimestamp) across rewrites.
                 "INSERT OR REPLACE INTO pods (namespace, trainjob, name, rjob, state, pid, pid_start, exit_code,"
-                " restarts, message, log, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " restarts, message, log, updated, ready, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                " COALESCE((SELECT created FROM pods WHERE namespace=? AND trainjob=? AND name=?), ?))",
                 [
                     (
                         p.namespace,
@@ -426,6 +437,11 @@ class Store:
                         p.restarts,
                         p.message,
                         p.log,
+                        t,
+                        int(p.ready),
+                        p.namespace,
+                        p.trainjob,
+                        p.name,
                         t,
                     )
                     for p in pods
@@ -447,11 +463,17 @@ class Store:
 
     def list_pods(self, namespace: str, trainjob: str) -> list[PodRow]:
         rows = self._read(
-            "SELECT namespace, trainjob, name, rjob, state, pid, pid_start, exit_code, restarts, message, log"
-            " FROM pods WHERE namespace=? AND trainjob=? ORDER BY rowid",
+            "SELECT namespace, trainjob, name, rjob, state, pid, pid_start, exit_code, restarts, message, log,"
+            " ready, created FROM pods WHERE namespace=? AND trainjob=? ORDER BY rowid",
             (namespace, trainjob),
         )
-        return [PodRow(*r) for r in rows]
+        return [
+            PodRow(
+                namespace=r[0], trainjob=r[1], name=r[2], rjob=r[3], state=r[4], pid=r[5], pid_start=r[6],
+                exit_code=r[7], restarts=r[8], message=r[9], log=r[10], ready=bool(r[11]), created=r[12],
+            )
+            for r in rows
+        ]
 
     # Events.
     def add_event(self, namespace: str, trainjob: str, type_: str, reason: str, message: str) -> None:

@@ -261,6 +261,7 @@ class JobState:
                         restarts=p.restarts,
                         message=p.message,
                         log=str(self.log_path(p.plan)),
+                        ready=p.ready,
                     )
                 )
         try:
