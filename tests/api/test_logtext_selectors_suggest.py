@@ -16,7 +16,7 @@ from kubetrain.api.logtext import (
     rfc3339nano,
     step_prefix,
 )
-from kubetrain.api.selectors import parse
+from kubetrain.api.selectors import parse, parse_fields
 from kubetrain.api.suggest import close_matches, not_found_hint
 from kubetrain.api.views import LogChunk, StateChange, StateView
 
@@ -130,3 +130,58 @@ def test_suggestions_are_few_and_close() -> None:
     hint = not_found_hint("resnet", pool, "list them with X")
     assert hint == " (152 exist, none with a similar name; list them with X)"
     assert not_found_hint("a", [], "list them with X") == " (there are none; list them with X)"
+
+
+POD = {
+    "metadata": {"name": "job-node-0-0", "namespace": "ml"},
+    "spec": {"nodeName": "w1", "restartPolicy": "OnFailure"},
+    "status": {"phase": "Running", "podIP": "10.0.0.5"},
+}
+EVENT = {
+    "metadata": {"name": "job.17a", "namespace": "ml"},
+    "involvedObject": {"kind": "TrainJob", "name": "job"},
+    "reason": "BackOff",
+    "type": "Warning",
+    "source": {"component": "kubetrain-local"},
+}
+
+
+@pytest.mark.parametrize(
+    ("selector", "kind", "obj", "match"),
+    [
+        ("status.phase=Running", "Pod", POD, True),
+        ("status.phase==Running", "Pod", POD, True),
+        ("status.phase!=Running", "Pod", POD, False),
+        ("metadata.name=job-node-0-0,spec.nodeName=w1", "Pod", POD, True),
+        ("metadata.name=job-node-0-0,spec.nodeName=w2", "Pod", POD, False),
+        ("spec.hostNetwork=false", "Pod", POD, True),  # unset reads as false, as on the API server
+        ("status.nominatedNodeName=", "Pod", POD, True),
+        ("involvedObject.name=job,type=Warning", "Event", EVENT, True),
+        ("involvedObject.kind!=Pod", "Event", EVENT, True),
+        ("source=kubetrain-local", "Event", EVENT, True),
+        ("metadata.namespace=ml", "TrainJob", POD, True),
+        ("", "Pod", POD, True),
+    ],
+)
+def test_field_selectors(selector: str, kind: str, obj: dict[str, object], match: bool) -> None:
+    assert parse_fields(selector, kind, "things").matches(obj) is match
+
+
+def test_field_selector_values_may_escape_commas() -> None:
+    sel = parse_fields("metadata.name=a\\,b", "Pod", "pods")
+    assert [(r.field, r.value) for r in sel.requirements] == [("metadata.name", "a,b")]
+
+
+@pytest.mark.parametrize(
+    ("selector", "kind", "error"),
+    [
+        ("status.phase", "Pod", "cannot parse 'status.phase' (fix: use field=value, field==value or field!=value"),
+        ("spec.containers=x", "Pod", "field label not supported for pods: 'spec.containers' (fix: use one of"),
+        ("status.phase=Running", "TrainJob", "not supported for pods: 'status.phase' (fix: use one of "
+         "metadata.name, metadata.namespace)"),
+        ("reason=x,foo=y", "Event", "field label not supported for pods: 'foo'"),
+    ],
+)
+def test_bad_field_selectors_name_the_field_and_the_ones_there_are(selector: str, kind: str, error: str) -> None:
+    with pytest.raises(KubetrainError, match=error.replace("(", r"\(").replace(")", r"\)")):
+        parse_fields(selector, kind, "pods")

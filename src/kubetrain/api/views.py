@@ -258,8 +258,11 @@ class Backend(Protocol):
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]: ...
 
-    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
-        """ConfigMaps, Secrets or PersistentVolumeClaims (``kind``) as the API returns them."""
+    def list_core(
+        self, kind: str, namespace: str | None, selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ConfigMaps, Secrets, PersistentVolumeClaims, and (read only) Pods and Events (``kind``) as the API returns
+        them; ``selector`` is a label selector (``-l``), ``field_selector`` kubectl's ``--field-selector``."""
         ...
 
     def get_core(self, kind: str, name: str, namespace: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``get``, ``describe`` and ``delete`` of ConfigMaps, Secrets and PersistentVolumeClaims, with kubectl's columns.
+"""``get``, ``describe`` and ``delete`` of ConfigMaps, Secrets and PersistentVolumeClaims, and ``get`` of the
+TrainJobs' Pods and Events, with kubectl's columns.
 
 A Secret's values are never shown in a table or by ``describe`` (only their sizes, as kubectl does); ``-o yaml``
 and ``-o json`` show the object as stored, base64 ``data`` included, as kubectl does.
@@ -14,8 +15,14 @@ import click
 
 from kubetrain.api import KubetrainError
 from kubetrain.api.views import Backend
-from kubetrain.cli import jsonpath
-from kubetrain.cli.output import dump_objects, error_line, plain_table
+from kubetrain.cli.output import (
+    OutputFormat,
+    dump_objects,
+    error_line,
+    plain_table,
+    print_generic,
+    sort_objects,
+)
 from kubetrain.service.present import age
 
 # kubectl's names for each kind (plural, singular, short).
@@ -28,6 +35,22 @@ CORE_KINDS: dict[str, str] = {
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "persistentvolumeclaim": "PersistentVolumeClaim",
     "pvc": "PersistentVolumeClaim",
+}
+# Read only (``get``): the pods and events of the TrainJobs.
+READ_KINDS: dict[str, str] = {
+    "pods": "Pod",
+    "pod": "Pod",
+    "po": "Pod",
+    "events": "Event",
+    "event": "Event",
+    "ev": "Event",
+}
+PLURALS = {
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Pod": "pods",
+    "Event": "events",
 }
 _SHORT_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
 
@@ -46,19 +69,102 @@ def _status(o: dict[str, Any]) -> str:
     return str((o.get("status") or {}).get("phase") or "Pending")
 
 
-def headers(kind: str, all_ns: bool) -> list[str]:
+def headers(kind: str, all_ns: bool, wide: bool = False) -> list[str]:
     cols = {
         "ConfigMap": ["NAME", "DATA", "AGE"],
         "Secret": ["NAME", "TYPE", "DATA", "AGE"],
         "PersistentVolumeClaim": ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"],
+        "Pod": ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "Event": ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
     }[kind]
+    if wide and kind == "Pod":
+        cols = [*cols, "IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
+    elif wide and kind == "Event":
+        cols = ["LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE", "FIRST SEEN", "COUNT",
+                "NAME"]
     return (["NAMESPACE"] if all_ns else []) + cols
 
 
-def row(kind: str, o: dict[str, Any], all_ns: bool) -> list[str]:
+def pod_status(o: dict[str, Any]) -> str:
+    """kubectl's STATUS of a pod: the reason its last container waits or ended (``CrashLoopBackOff``,
+    ``Completed``, ``Error``), ``Terminating`` while it is deleted, else its phase."""
+    st = o.get("status") or {}
+    reason = str(st.get("reason") or st.get("phase") or "Unknown")
+    running = False
+    for cs in reversed(st.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated")
+        if waiting.get("reason"):
+            reason = str(waiting["reason"])
+        elif terminated is not None and terminated.get("reason"):
+            reason = str(terminated["reason"])
+        elif terminated is not None:
+            signal = terminated.get("signal")
+            reason = f"Signal:{signal}" if signal else f"ExitCode:{terminated.get('exitCode', 0)}"
+        elif cs.get("ready") and "running" in state:
+            running = True
+    if reason == "Completed" and running:
+        reason = "Running"
+    if _meta(o).get("deletionTimestamp"):
+        reason = "Terminating"
+    return reason
+
+
+def _pod_cells(o: dict[str, Any], wide: bool) -> list[str]:
+    spec, st = o.get("spec") or {}, o.get("status") or {}
+    statuses = st.get("containerStatuses") or []
+    ready = sum(1 for cs in statuses if cs.get("ready"))
+    restarts = sum(int(cs.get("restartCount") or 0) for cs in statuses)
+    cells = [f"{ready}/{len(spec.get('containers') or [])}", pod_status(o), str(restarts)]
+    cells.append(age(_meta(o).get("creationTimestamp")))
+    if wide:
+        gates = spec.get("readinessGates") or []
+        cells += [
+            str(st.get("podIP") or "<none>"),
+            str(spec.get("nodeName") or "<none>"),
+            str(st.get("nominatedNodeName") or "<none>"),
+            f"0/{len(gates)}" if gates else "<none>",
+        ]
+    return cells
+
+
+def _event_cells(o: dict[str, Any], wide: bool) -> list[str]:
+    inv = o.get("involvedObject") or {}
+    last = o.get("lastTimestamp") or o.get("eventTime") or (o.get("series") or {}).get("lastObservedTime")
+    first = o.get("firstTimestamp") or o.get("eventTime")
+    count = int(o.get("count") or (o.get("series") or {}).get("count") or 1)
+    seen = age(last)
+    if count > 1:
+        seen = f"{seen} (x{count} over {age(first)})"
+    obj = f"{str(inv.get('kind') or '').lower()}/{inv.get('name', '')}"
+    message = str(o.get("message") or "").strip()
+    if not wide:
+        return [seen, str(o.get("type") or ""), str(o.get("reason") or ""), obj, message]
+    source = (o.get("source") or {}).get("component") or o.get("reportingComponent") or ""
+    host = (o.get("source") or {}).get("host")
+    return [
+        seen,
+        str(o.get("type") or ""),
+        str(o.get("reason") or ""),
+        obj,
+        str(inv.get("fieldPath") or ""),
+        f"{source}, {host}" if host else str(source),
+        message,
+        age(first),
+        str(count),
+        str(_meta(o).get("name") or ""),
+    ]
+
+
+def row(kind: str, o: dict[str, Any], all_ns: bool, wide: bool = False) -> list[str]:
     meta = _meta(o)
     out = [meta.get("namespace", "default")] if all_ns else []
+    if kind == "Event":
+        return out + _event_cells(o, wide)
     out.append(meta.get("name", ""))
+    if kind == "Pod":
+        out += _pod_cells(o, wide)
+        return out
     if kind == "ConfigMap":
         out.append(str(_count(o)))
     elif kind == "Secret":
@@ -83,10 +189,12 @@ def get_core(
     names: tuple[str, ...],
     namespace: str,
     all_ns: bool,
-    output: str,
+    fmt: OutputFormat,
     selector: str | None,
     sort_by: str | None,
     no_headers: bool,
+    field_selector: str | None = None,
+    allow_missing: bool = True,
 ) -> int:
     rc = 0
     objs: list[dict[str, Any]] = []
@@ -98,19 +206,21 @@ def get_core(
                 error_line(str(exc))
                 rc = 1
     else:
-        objs = backend.list_core(kind, None if all_ns else namespace, selector)
-    if sort_by:
-        path = jsonpath.parse(sort_by, "--sort-by")
-        objs.sort(key=lambda o: jsonpath.sort_key(jsonpath.get(o, path)))
-    if output in ("yaml", "json"):
+        objs = backend.list_core(kind, None if all_ns else namespace, selector, field_selector)
+    objs = [objs[i] for i in sort_objects(objs, sort_by)]
+    if fmt.generic:
+        if objs or len(names) != 1:
+            print_generic(objs, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
+    elif fmt.kind in ("yaml", "json"):
         if objs or not names:
-            dump_objects(objs, output)
-    elif output == "name":
+            dump_objects(objs, fmt.kind)
+    elif fmt.kind == "name":
         for o in objs:
             click.echo(f"{kind.lower()}/{_meta(o).get('name')}")
     elif objs:
-        rows = [row(kind, o, all_ns) for o in objs]
-        click.echo(plain_table(headers(kind, all_ns), rows, no_headers=no_headers), nl=False)
+        wide = fmt.kind == "wide"
+        rows = [row(kind, o, all_ns, wide) for o in objs]
+        click.echo(plain_table(headers(kind, all_ns, wide), rows, no_headers=no_headers), nl=False)
     elif not names:
         where = "any namespace" if all_ns else f"namespace {namespace}"
         click.echo(f"No resources found in {where}.", err=True)

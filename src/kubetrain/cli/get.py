@@ -1,4 +1,6 @@
-"""``kubetrain get``: TrainJobs and runtimes as kubectl lists them (names, ``-l``, ``--sort-by``, ``-w``, ...)."""
+"""``kubetrain get``: TrainJobs, runtimes, and the objects around them (ConfigMaps, Secrets, claims, the TrainJobs'
+pods and events) as kubectl lists them: names, ``-l``, ``--field-selector``, ``--sort-by``, ``-w``, and every
+``-o`` kubectl has (``jsonpath=``, ``custom-columns=`` and their ``-file`` forms included)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,26 @@ from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as c
 from kubetrain.api.progress import progress_column
 from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.selectors import parse_fields
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.views import StateView
-from kubetrain.cli import jsonpath
 from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
-from kubetrain.cli.core_objects import CORE_KINDS, get_core
-from kubetrain.cli.output import dump_objects, error_line, nodes, plain_table
+from kubetrain.cli.core_objects import CORE_KINDS, READ_KINDS, get_core
+from kubetrain.cli.output import (
+    FORMATS_HELP,
+    OutputFormat,
+    custom_row,
+    dump_objects,
+    error_line,
+    execute,
+    nodes,
+    parse_output,
+    plain_table,
+    print_generic,
+    sort_objects,
+)
 from kubetrain.service.present import age
 
 TRAINJOB_KINDS = ("trainjobs", "trainjob", "tj")
@@ -75,12 +89,13 @@ def _runtime_row(r: AnyRuntime, all_ns: bool, wide: bool) -> list[str]:
     return row
 
 
-def _sorted(objs: list[Any], wires: list[dict[str, Any]], sort_by: str | None) -> list[int]:
-    order = list(range(len(objs)))
-    if sort_by:
-        path = jsonpath.parse(sort_by, "--sort-by")
-        order.sort(key=lambda i: jsonpath.sort_key(jsonpath.get(wires[i], path)))
-    return order
+def _field_filter(wires: list[dict[str, Any]], field_selector: str | None, kind: str, plural: str) -> list[int]:
+    """Indexes of the objects a ``--field-selector`` keeps; TrainJobs and runtimes are custom resources, which the
+    API server lets be selected by metadata.name and metadata.namespace only, so it is applied here."""
+    if not field_selector:
+        return list(range(len(wires)))
+    fields = parse_fields(field_selector, kind, plural)
+    return [i for i, w in enumerate(wires) if fields.matches(w)]
 
 
 def _print_names(kind: str, names: list[str]) -> None:
@@ -93,11 +108,13 @@ def get_trainjobs(
     names: tuple[str, ...],
     namespace: str,
     all_ns: bool,
-    output: str,
+    fmt: OutputFormat,
     selector: str | None,
     sort_by: str | None,
     no_headers: bool,
     watch: bool,
+    field_selector: str | None = None,
+    allow_missing: bool = True,
 ) -> int:
     ns = None if all_ns else namespace
     rc = 0
@@ -112,13 +129,19 @@ def get_trainjobs(
     else:
         jobs = backend.list_trainjobs(ns, selector)
     wires = [j.to_wire() for j in jobs]
-    order = _sorted(jobs, wires, sort_by)
+    kept = _field_filter(wires, field_selector, c.KIND_TRAINJOB, f"trainjobs.{c.GROUP}")
+    jobs, wires = [jobs[i] for i in kept], [wires[i] for i in kept]
+    order = sort_objects(wires, sort_by)
     jobs, wires = [jobs[i] for i in order], [wires[i] for i in order]
+    output = fmt.kind
     wide = output == "wide"
     # MultiKueue runs some of them on worker clusters: a CLUSTER column says which (only then, so a plain list
     # keeps kubectl's columns).
     clusters = any(j.spec.managed_by == c.MANAGED_BY_MULTIKUEUE for j in jobs)
-    if output in ("yaml", "json"):
+    if fmt.generic:
+        if jobs or len(names) != 1:
+            print_generic(wires, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
+    elif output in ("yaml", "json"):
         if jobs or not names:
             dump_objects(wires, output)
     elif output == "name":
@@ -132,9 +155,10 @@ def get_trainjobs(
         click.echo(f"No TrainJobs found in {where}.", err=True)
     if watch:
         shown: list[list[str]] = []
-        if output not in ("yaml", "json", "name") and jobs:
+        if output in ("table", "wide") and jobs:
             shown = [_trainjob_row(j, st, all_ns, wide, clusters) for j, st in zip(jobs, states, strict=True)]
-        _watch(backend, ns, list(names) or None, selector, output, all_ns, wide, no_headers, shown, clusters)
+        _watch(backend, ns, list(names) or None, selector, fmt, all_ns, wide, no_headers, shown, clusters,
+               allow_missing=allow_missing, headed=bool(jobs) or len(names) != 1)
     return rc
 
 
@@ -143,15 +167,20 @@ def _watch(
     namespace: str | None,
     names: list[str] | None,
     selector: str | None,
-    output: str,
+    fmt: OutputFormat,
     all_ns: bool,
     wide: bool,
     no_headers: bool,
     shown: list[list[str]],
     clusters: bool = False,
+    *,
+    allow_missing: bool = True,
+    headed: bool = False,
 ) -> None:
     """Print each change as one more row (or one more document), until Ctrl-C. ``shown`` are the rows the list
-    printed: the watch's first report of those same rows is not repeated, and new rows keep their columns."""
+    printed: the watch's first report of those same rows is not repeated, and new rows keep their columns.
+    ``headed``: the list printed custom-columns' header already."""
+    output = fmt.kind
     headers = _trainjob_headers(all_ns, wide, clusters)
     widths: list[int] | None = None
     if shown:
@@ -167,7 +196,7 @@ def _watch(
         if item is None:
             initial = False
             continue
-        if initial and item.type == "ADDED" and output in ("yaml", "json", "name"):
+        if initial and item.type == "ADDED" and output not in ("table", "wide"):
             continue  # the list above showed it, as kubectl does
         row = _trainjob_row(item.trainjob, item.state, all_ns, wide, clusters)
         if item.type == "ADDED" and key(row) in unseen:
@@ -179,6 +208,15 @@ def _watch(
                 click.echo("---")
         elif output == "name":
             _print_names("trainjob", [item.trainjob.name])
+        elif output == "jsonpath":
+            assert fmt.template is not None
+            click.echo(execute(fmt.template, item.trainjob.to_wire(), allow_missing=allow_missing), nl=False)
+        elif output == "custom-columns":
+            cells = custom_row(item.trainjob.to_wire(), fmt)
+            if not headed and not no_headers:
+                click.echo("   ".join(h for h, _ in fmt.columns))
+            headed = True
+            click.echo("   ".join(cells))
         else:
             if widths is None:
                 widths = [max(len(h), len(v)) for h, v in zip(headers, row, strict=True)]
@@ -193,11 +231,13 @@ def get_runtimes(
     names: tuple[str, ...],
     namespace: str,
     all_ns: bool,
-    output: str,
+    fmt: OutputFormat,
     selector: str | None,
     sort_by: str | None,
     no_headers: bool,
     kind: str,
+    field_selector: str | None = None,
+    allow_missing: bool = True,
 ) -> int:
     ns = None if all_ns else namespace
     rts = backend.list_runtimes(ns)
@@ -220,8 +260,15 @@ def get_runtimes(
             chosen += found
         rts = chosen
     wires = [r.to_wire() for r in rts]
-    order = _sorted(rts, wires, sort_by)
+    kept = _field_filter(wires, field_selector, c.KIND_TRAINING_RUNTIME, f"trainingruntimes.{c.GROUP}")
+    rts, wires = [rts[i] for i in kept], [wires[i] for i in kept]
+    order = sort_objects(wires, sort_by)
     rts, wires = [rts[i] for i in order], [wires[i] for i in order]
+    output = fmt.kind
+    if fmt.generic:
+        if rts or len(names) != 1:
+            print_generic(wires, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
+        return rc
     if output in ("yaml", "json"):
         dump_objects(wires, output)
         return rc
@@ -240,43 +287,79 @@ def get_runtimes(
     return rc
 
 
+def _output_option(ctx: click.Context, param: click.Parameter, value: str) -> OutputFormat:
+    # Parsed before anything is fetched: a bad template fails at once, with where and the fix.
+    try:
+        return parse_output(value)
+    except KubetrainError as exc:
+        fail(str(exc))
+
+
 def register(group: click.Group) -> None:
     @group.command("get")
-    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS + tuple(CORE_KINDS)))
+    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS + tuple(CORE_KINDS) + tuple(READ_KINDS)))
     @click.argument("names", nargs=-1)
     @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
     @click.option(
         "-o",
         "--output",
-        type=click.Choice(["table", "wide", "yaml", "json", "name"]),
         default="table",
-        help="wide adds REASON, JOBS and MESSAGE columns (never truncated).",
+        callback=_output_option,
+        metavar="FORMAT",
+        help=f"One of {FORMATS_HELP}. wide adds columns (never truncated); jsonpath and custom-columns take "
+        "kubectl's JSONPath.",
     )
     @click.option("-l", "--selector", default=None, help="Label selector, e.g. team=a,env!=dev.")
-    @click.option("--sort-by", default=None, help="JSONPath to sort by, e.g. '{.metadata.creationTimestamp}'.")
-    @click.option("--no-headers", is_flag=True, help="Do not print the header row.")
+    @click.option(
+        "--field-selector",
+        default=None,
+        help="Field selector, e.g. status.phase=Running or involvedObject.name=my-job (=, ==, !=, comma-joined).",
+    )
+    @click.option(
+        "--sort-by",
+        default=None,
+        help="JSONPath to sort by, e.g. '{.metadata.creationTimestamp}' or .metadata.name (its first value).",
+    )
+    @click.option("--no-headers", is_flag=True, help="Do not print the header row (tables and custom-columns).")
+    @click.option(
+        "--allow-missing-template-keys",
+        type=click.BOOL,
+        default=True,
+        is_flag=False,
+        flag_value=True,
+        metavar="BOOL",
+        help="With -o jsonpath: print nothing for a missing key (default true); false makes it an error.",
+    )
     @click.option("-w", "--watch", is_flag=True, help="After listing, print each change until Ctrl-C.")
     @with_backend_options
     def get(
         kind: str,
         names: tuple[str, ...],
         all_namespaces: bool,
-        output: str,
+        output: OutputFormat,
         selector: str | None,
+        field_selector: str | None,
         sort_by: str | None,
         no_headers: bool,
+        allow_missing_template_keys: bool,
         watch: bool,
         kubeconfig: str | None,
         context: str | None,
         namespace: str,
     ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE), runtimes, ConfigMaps, Secrets or
-        PersistentVolumeClaims, like kubectl get (a Secret's values are never shown in a table).
+        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE), runtimes, ConfigMaps, Secrets,
+        PersistentVolumeClaims, or the TrainJobs' pods and events, like kubectl get (a Secret's values are never
+        shown in a table).
 
         STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
         Complete or Failed; -o wide adds the reason. On a MultiKueue manager cluster a CLUSTER column names the
         worker cluster each dispatched TrainJob runs on. PROGRESS is the job's last reported status.trainerStatus
         progressPercentage (- when it reported none; see `kubetrain metrics`).
+
+        Pods (NAME READY STATUS RESTARTS AGE; wide adds IP and NODE) carry the labels JobSet gives them, so
+        -l jobset.sigs.k8s.io/jobset-name=JOB picks one TrainJob's pods; events are LAST SEEN TYPE REASON OBJECT
+        MESSAGE. -o jsonpath and -o custom-columns speak kubectl's JSONPath: one name gives the template the
+        object, several names or a list give it a List (.items).
 
         \b
         Examples:
@@ -284,6 +367,12 @@ def register(group: click.Group) -> None:
           kubetrain get tj job-a job-b -o wide
           kubetrain get trainjobs -A -l team=vision --sort-by '{.metadata.creationTimestamp}'
           kubetrain get trainjobs -w
+          kubetrain get tj -o jsonpath='{range .items[*]}{.metadata.name}{"\\t"}{.spec.runtimeRef.name}{"\\n"}{end}'
+          kubetrain get tj my-job -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}'
+          kubetrain get tj -o custom-columns=NAME:.metadata.name,RUNTIME:.spec.runtimeRef.name --no-headers
+          kubetrain get pods -l jobset.sigs.k8s.io/jobset-name=my-job -o wide
+          kubetrain get pods --field-selector status.phase=Running
+          kubetrain get events --field-selector involvedObject.name=my-job,type=Warning
           kubetrain get runtimes -A
           kubetrain get configmaps
           kubetrain get secret db-creds -o yaml
@@ -291,20 +380,30 @@ def register(group: click.Group) -> None:
         """
         if names and selector:
             fail("a name and --selector cannot be used together", "give names or a selector (-l), not both")
+        if names and field_selector:
+            fail(
+                "a name and --field-selector cannot be used together",
+                "give names or a field selector (--field-selector metadata.name=NAME), not both",
+            )
         backend = select_backend(kubeconfig, context)
         try:
             if kind in TRAINJOB_KINDS:
                 rc = get_trainjobs(
-                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, watch
+                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, watch,
+                    field_selector, allow_missing_template_keys,
                 )
             elif watch:
                 fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
-            elif kind in CORE_KINDS:
-                rc = get_core(backend, CORE_KINDS[kind], names, namespace, all_namespaces, output, selector, sort_by,
-                              no_headers)
+            elif kind in CORE_KINDS or kind in READ_KINDS:
+                real = CORE_KINDS.get(kind) or READ_KINDS[kind]
+                rc = get_core(
+                    backend, real, names, namespace, all_namespaces, output, selector, sort_by, no_headers,
+                    field_selector, allow_missing_template_keys,
+                )
             else:
                 rc = get_runtimes(
-                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, kind
+                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, kind,
+                    field_selector, allow_missing_template_keys,
                 )
         except KubetrainError as exc:
             fail(str(exc))

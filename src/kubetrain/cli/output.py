@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from kubetrain.api.errors import KubetrainError
+from kubetrain.cli import jsonpath
 from kubetrain.cli._common import escape, stderr, stdout
 from kubetrain.service.present import age
 
@@ -252,3 +255,157 @@ def details_dict(d: Any) -> dict[str, Any]:
         "progressSource": getattr(d, "progress_source", None),
         "details": {k: v for k, v in (d.extra or {}).items()},
     }
+
+
+# -- ``-o``: kubectl's output formats --------------------------------------------------------------------------
+
+PLAIN_FORMATS = ("table", "wide", "yaml", "json", "name")
+FORMATS_HELP = (
+    "table, wide, yaml, json, name, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC or "
+    "custom-columns-file=FILE"
+)
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """What ``-o`` asked for: ``kind`` is one of PLAIN_FORMATS, ``jsonpath`` or ``custom-columns``."""
+
+    kind: str
+    template: jsonpath.Template | None = None
+    columns: tuple[tuple[str, jsonpath.Template], ...] = ()
+
+    @property
+    def generic(self) -> bool:
+        """Printed from the objects themselves (a template or columns), the same way for every kind."""
+        return self.kind in ("jsonpath", "custom-columns")
+
+
+def parse_output(value: str) -> OutputFormat:
+    """``-o``'s value, parsed before anything is fetched so a bad template fails at once (as kubectl does)."""
+    if value in PLAIN_FORMATS:
+        return OutputFormat(value)
+    name, _, arg = value.partition("=")
+    if name in ("jsonpath", "jsonpath-file", "custom-columns", "custom-columns-file") and not arg:
+        example = {
+            "jsonpath": "-o jsonpath='{.items[*].metadata.name}'",
+            "jsonpath-file": "-o jsonpath-file=names.tmpl",
+            "custom-columns": "-o custom-columns=NAME:.metadata.name,STATE:.status.conditions[0].type",
+            "custom-columns-file": "-o custom-columns-file=columns.txt",
+        }[name]
+        what = "template" if name.startswith("jsonpath") else "custom columns"
+        raise KubetrainError(f"-o {name}: no {what} given after '{name}=' (fix: {example})")
+    if name in ("jsonpath-file", "custom-columns-file"):
+        try:
+            with open(arg, encoding="utf-8") as f:
+                arg = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KubetrainError(
+                f"-o {name}: cannot read {arg!r}: {getattr(exc, 'strerror', None) or exc} "
+                "(fix: give the path of a readable text file)"
+            ) from None
+    if name in ("jsonpath", "jsonpath-file"):
+        return OutputFormat("jsonpath", template=jsonpath.parse(arg, f"-o {name}"))
+    if name == "custom-columns":
+        return OutputFormat("custom-columns", columns=_columns_from_spec(arg))
+    if name == "custom-columns-file":
+        return OutputFormat("custom-columns", columns=_columns_from_file(arg))
+    raise KubetrainError(f"-o/--output: unknown format {value!r} (fix: use one of {FORMATS_HELP})")
+
+
+def _columns_from_spec(spec: str) -> tuple[tuple[str, jsonpath.Template], ...]:
+    """kubectl's ``HEADER:PATH,HEADER:PATH`` (a comma always separates columns, as kubectl splits them)."""
+    out = []
+    for part in spec.split(","):
+        header, colon, path = part.partition(":")
+        if not colon:
+            raise KubetrainError(
+                f"-o custom-columns: unexpected custom-columns spec {part!r}, expected <header>:<json-path-expr> "
+                "(fix: e.g. -o custom-columns=NAME:.metadata.name,STATE:.status.conditions[0].type)"
+            )
+        out.append((header, jsonpath.parse_relaxed(path, f"-o custom-columns ({header})")))
+    return tuple(out)
+
+
+def _columns_from_file(text: str) -> tuple[tuple[str, jsonpath.Template], ...]:
+    """kubectl's template file: a line of headers, then a line of paths, separated by whitespace."""
+    lines = text.splitlines()
+    form = "one line of space-separated headers, then one line of space-separated paths"
+    if not lines or not lines[0].split():
+        raise KubetrainError(f"-o custom-columns-file: missing the header line (fix: write {form})")
+    if len(lines) < 2 or not lines[1].split():
+        raise KubetrainError(f"-o custom-columns-file: missing the line of paths (fix: write {form})")
+    headers, paths = lines[0].split(), lines[1].split()
+    if len(headers) != len(paths):
+        raise KubetrainError(
+            f"-o custom-columns-file: number of headers ({len(headers)}) and field specifications ({len(paths)}) "
+            f"don't match (fix: write {form}, one path per header)"
+        )
+    return tuple(
+        (h, jsonpath.parse_relaxed(p, f"-o custom-columns-file ({h})")) for h, p in zip(headers, paths, strict=True)
+    )
+
+
+def as_list(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What kubectl hands a template for several objects (or none, or a selector's)."""
+    return {"apiVersion": "v1", "kind": "List", "items": objs, "metadata": {"resourceVersion": ""}}
+
+
+def print_generic(
+    objs: list[dict[str, Any]], fmt: OutputFormat, *, single: bool, allow_missing: bool, no_headers: bool
+) -> None:
+    """``-o jsonpath|custom-columns`` for any kind: ``single`` (exactly one name asked and found) gives the
+    template the object itself; otherwise a ``List`` of them, as kubectl does."""
+    if fmt.kind == "jsonpath":
+        assert fmt.template is not None
+        data = objs[0] if single and len(objs) == 1 else as_list(objs)
+        click.echo(execute(fmt.template, data, allow_missing=allow_missing), nl=False)
+        return
+    headers = [h for h, _ in fmt.columns]
+    rows = [custom_row(o, fmt) for o in objs]
+    click.echo(plain_table(headers, rows, no_headers=no_headers), nl=False)
+
+
+def execute(template: jsonpath.Template, data: Any, *, allow_missing: bool) -> str:
+    try:
+        return template.execute(data, allow_missing=allow_missing)
+    except jsonpath.JSONPathError as exc:
+        fix = "check the path against the object (-o json)"
+        if not allow_missing and str(exc).endswith("is not found"):
+            fix += ", or drop --allow-missing-template-keys=false to print nothing for a missing key"
+        raise KubetrainError(f"error executing jsonpath {json.dumps(template.source)}: {exc} (fix: {fix})") from None
+
+
+def custom_row(obj: dict[str, Any], fmt: OutputFormat) -> list[str]:
+    """One object's cells: every value of a column's path joined by commas, ``<none>`` when there is none."""
+    row = []
+    for header, template in fmt.columns:
+        try:
+            results = template.find(obj, allow_missing=True)
+        except jsonpath.JSONPathError as exc:
+            raise KubetrainError(
+                f"-o custom-columns: column {header} ({template.source}): {exc} (fix: check the path against the "
+                "object (-o json))"
+            ) from None
+        values = [jsonpath.go_sprint(v) for r in results for v in r]
+        row.append(",".join(values) if results and results[0] else "<none>")
+    return row
+
+
+def sort_objects(objs: list[dict[str, Any]], sort_by: str | None) -> list[int]:
+    """The order ``--sort-by`` gives (stable; objects without the field first), as indexes into ``objs``. Like
+    kubectl, a path that none of the objects has is an error: it is most likely misspelt."""
+    order = list(range(len(objs)))
+    if not sort_by:
+        return order
+    template = jsonpath.parse_relaxed(sort_by, "--sort-by")
+    try:
+        keys = [jsonpath.first_value(template, o) for o in objs]
+    except jsonpath.JSONPathError as exc:
+        raise KubetrainError(f"--sort-by: {template.source}: {exc} (fix: check the path against -o json)") from None
+    if objs and not any(found for found, _ in keys):
+        raise KubetrainError(
+            f"--sort-by: couldn't find any field with path {json.dumps(template.source)} in the list of objects "
+            "(fix: check the path against -o json, e.g. '{.metadata.creationTimestamp}')"
+        )
+    order.sort(key=lambda i: jsonpath.sort_key(*keys[i]))
+    return order

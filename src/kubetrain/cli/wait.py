@@ -51,14 +51,31 @@ def parse_for(spec: str) -> tuple[str, Check]:
         return "condition", has_condition
     if kind == "jsonpath" and sep and rest:
         expr, value = _split_jsonpath(rest)
-        path = jsonpath.parse(expr, "--for=jsonpath")
+        template = jsonpath.parse_relaxed(expr, "--for=jsonpath")
 
         def matches(tj: TrainJob | None) -> bool:
             if tj is None:
                 return False
-            got = jsonpath.get(tj.to_wire(), path)
+            try:
+                results = template.find(tj.to_wire(), allow_missing=True)
+            except jsonpath.JSONPathError:
+                return False  # e.g. [0] of a list still empty: not met yet, keep waiting
+            if not results or not results[0]:
+                return False
+            # kubectl's rules: one value to compare, and a scalar
+            if len(results) > 1 or len(results[0]) > 1:
+                raise KubetrainError(
+                    f"--for=jsonpath: given jsonpath expression matches more than one value ({template.source}) "
+                    "(fix: narrow it to one field, e.g. with an index [0] or a filter [?(@.type==\"Complete\")])"
+                )
+            got = results[0][0]
             if value is None:
                 return got not in (None, "", [], {})
+            if isinstance(got, dict | list):
+                raise KubetrainError(
+                    f"--for=jsonpath: jsonpath leads to a nested object or list which is not supported "
+                    f"({template.source}) (fix: point it at a field with a single value)"
+                )
             return _text(got) == value
 
         return "jsonpath", matches

@@ -24,7 +24,7 @@ from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import objects as core
-from kubetrain.local import paths
+from kubetrain.local import paths, pod_objects
 from kubetrain.local.logs.stream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.objects import NotFoundError
 from kubetrain.local.sandbox import namespaces, pods
@@ -465,11 +465,24 @@ class LocalBackend:
             hint = not_found_hint(name, known, "`kubetrain get runtimes -A` lists them")
             raise NotFoundError(f'{kind.lower()} "{name}" not found{where}{hint}')
 
-    # ConfigMaps, Secrets and PersistentVolumeClaims (see kubetrain.local.objects).
-    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
-        return core.list_objects(self.store, kind, namespace, selector)
+    # ConfigMaps, Secrets and PersistentVolumeClaims (see kubetrain.local.objects); the TrainJobs' pods and events
+    # (read only: see kubetrain.local.pod_objects).
+    def list_core(
+        self, kind: str, namespace: str | None, selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        if kind in pod_objects.KINDS:
+            return pod_objects.list_objects(self.store, kind, namespace, selector, field_selector)
+        objs = core.list_objects(self.store, kind, namespace, selector)
+        if field_selector:
+            from kubetrain.api.selectors import parse_fields
+
+            fields = parse_fields(field_selector, kind, core.plural(kind))
+            objs = [o for o in objs if fields.matches(o)]
+        return objs
 
     def get_core(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        if kind in pod_objects.KINDS:
+            return pod_objects.get(self.store, kind, name, namespace)
         return core.get(self.store, kind, name, namespace)
 
     def delete_core(self, kind: str, name: str, namespace: str) -> str:

@@ -41,7 +41,7 @@ def volume_name(uid: str) -> str:
     return f"pvc-{uid}"
 
 
-def _plural(kind: str) -> str:
+def plural(kind: str) -> str:
     return {KIND_CONFIGMAP: "configmaps", KIND_SECRET: "secrets", KIND_PVC: "persistentvolumeclaims"}[kind]
 
 
@@ -164,8 +164,8 @@ def get(store: Store, kind: str, name: str, namespace: str) -> dict[str, Any]:
         known = [o["metadata"]["name"] for o in list_objects(store, kind, namespace)]
         from kubetrain.api.suggest import not_found_hint
 
-        hint = not_found_hint(name, known, f"`kubetrain get {_plural(kind)} -n {namespace}` lists them")
-        raise NotFoundError(f'{_plural(kind)} "{name}" not found in namespace "{namespace}"{hint}')
+        hint = not_found_hint(name, known, f"`kubetrain get {plural(kind)} -n {namespace}` lists them")
+        raise NotFoundError(f'{plural(kind)} "{name}" not found in namespace "{namespace}"{hint}')
     return _view(store, _loads(text))
 
 

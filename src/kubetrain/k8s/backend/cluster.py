@@ -23,6 +23,7 @@ from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.api.logtext import lines_of
 from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.selectors import parse_fields
 from kubetrain.api.suggest import not_found_hint
 from kubetrain.api.trainjob_state import expected_trainer_pods, trainjob_state
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, TrainJobDetails, WatchItem
@@ -50,7 +51,13 @@ RUNTIME_RESOURCES = {
 }
 
 
-CORE_RESOURCES = {"ConfigMap": r.CONFIGMAP, "Secret": r.SECRET, "PersistentVolumeClaim": r.PERSISTENT_VOLUME_CLAIM}
+CORE_RESOURCES = {
+    "ConfigMap": r.CONFIGMAP,
+    "Secret": r.SECRET,
+    "PersistentVolumeClaim": r.PERSISTENT_VOLUME_CLAIM,
+    "Pod": r.POD,  # `get pods|events`: read as listed, with the API server's label and field selectors
+    "Event": r.EVENT,
+}
 
 
 def _explain(exc: ApiError, what: str) -> KubetrainError:
@@ -430,11 +437,17 @@ class ClusterBackend:
         return out
 
     # ConfigMaps, Secrets and PersistentVolumeClaims (applied with server-side apply like every object).
-    def list_core(self, kind: str, namespace: str | None, selector: str | None = None) -> list[dict[str, Any]]:
+    def list_core(
+        self, kind: str, namespace: str | None, selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
         res = CORE_RESOURCES[kind]
         label_selector = parse_selector(selector).text if selector else None
+        # Checked here too, so a bad field selector reads the same as locally; the server then applies it.
+        fields = parse_fields(field_selector, kind, res.plural).text if field_selector else None
         try:
-            items, _ = self._run(self.client.list(res, namespace, label_selector=label_selector))
+            items, _ = self._run(
+                self.client.list(res, namespace, label_selector=label_selector, field_selector=fields)
+            )
         except ApiError as exc:
             raise _explain(exc, f"list {res.plural}") from exc
         # A list's items carry no apiVersion/kind; -o yaml shows whole objects, as kubectl does.

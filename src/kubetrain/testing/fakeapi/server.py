@@ -1,6 +1,6 @@
 """An in-memory Kubernetes API server over real HTTP (aiohttp on 127.0.0.1, random port).
 
-It implements the REST subset kubetrain and the Kubeflow SDK use: get/list (label selectors,
+It implements the REST subset kubetrain and the Kubeflow SDK use: get/list (label and field selectors,
 pagination), create, replace, JSON merge patch, server-side apply, delete with finalizers and ownerReference
 garbage collection (background and foreground), the status subresource, watches with resourceVersion resume,
 bookmarks and ``410 Gone``, and pod logs. Tests inject faults (429 with ``Retry-After``, 5xx), drop or compact
@@ -225,7 +225,7 @@ class FakeApiServer:
             return _status(exc.code, exc.reason, exc.message)
 
     def _list(self, group: str, plural: str, ns: str | None, q: Any) -> dict[str, Any]:
-        items, rv = self.store.list(group, plural, ns, q.get("labelSelector"))
+        items, rv = self.store.list(group, plural, ns, q.get("labelSelector"), q.get("fieldSelector"))
         start = int(q.get("continue") or 0)
         limit = int(q.get("limit") or 0) or len(items) or 1
         page, more = items[start : start + limit], start + limit < len(items)

@@ -20,6 +20,7 @@ from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.selectors import parse as parse_selector
+from kubetrain.api.selectors import parse_fields
 from kubetrain.k8s.client.resources import Resource
 from kubetrain.testing.fakeapi import ssa
 
@@ -163,17 +164,29 @@ class Store:
         return copy.deepcopy(self._existing(table, self._key(table, namespace, name)))
 
     def list(
-        self, group: str, plural: str, namespace: str | None, label_selector: str | None = None
+        self,
+        group: str,
+        plural: str,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[builtins.list[dict[str, Any]], int]:
         table = self.table(group, plural)
         try:
             selector = parse_selector(label_selector or "")
         except KubetrainError as exc:  # the real server refuses a selector it cannot parse
             raise StoreError(400, "BadRequest", f"unable to parse requirement: {exc}") from None
+        try:
+            # the fields the real server lets this kind be selected by; others are a 400 there too
+            fields = parse_fields(field_selector or "", table.resource.kind, plural)
+        except KubetrainError as exc:
+            raise StoreError(400, "BadRequest", str(exc)) from None
         items = [
             copy.deepcopy(obj)
             for key, obj in sorted(table.objects.items())
-            if (namespace is None or key[0] == namespace) and selector.matches(obj["metadata"].get("labels"))
+            if (namespace is None or key[0] == namespace)
+            and selector.matches(obj["metadata"].get("labels"))
+            and fields.matches(obj)
         ]
         return items, self.rv
 

@@ -1,0 +1,130 @@
+"""``kubetrain get pods|events`` on this machine, over a real run: the pods carry the labels JobSet gives them (so
+``-l jobset.sigs.k8s.io/jobset-name=JOB`` works as on a cluster), kubectl's columns, ``--field-selector``, and
+``-o yaml|json|name|jsonpath|custom-columns``. (The same verbs on a cluster: ``tests/cli/test_get_output.py``.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kubetrain.cli.main import cli
+from kubetrain.local.backend import LocalBackend
+from kubetrain.local.store.db import Store
+
+from .conftest import container, needs_namespaces, py, rjob, run_to_end, runtime, trainjob
+
+pytestmark = needs_namespaces
+
+FLAKY_ONCE = (
+    "import os, sys\n"
+    "marker = os.path.join({tmp!r}, os.environ['HOSTNAME'])\n"
+    "if os.environ['HOSTNAME'].endswith('-1') and not os.path.exists(marker):\n"
+    "    open(marker, 'w').close(); sys.exit(3)\n"
+    "print('ok')\n"
+)
+
+
+def kt(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def ran(kt_home: Path, tmp_path: Path) -> Iterator[LocalBackend]:
+    """Two finished TrainJobs, ``flaky`` and ``other``, each with two pods of which the second failed once and was
+    restarted (a Warning event), and a pod template label ``team`` of their own."""
+    backend = LocalBackend(Store())
+    rt = runtime("two", [rjob("node", [container(py(FLAKY_ONCE.format(tmp=str(tmp_path))))], parallelism=2)])
+    for name in ("flaky", "other"):
+        tj = trainjob(name, "two")
+        tj["spec"]["podTemplateOverrides"] = [
+            {"targetJobs": [{"name": "node"}], "metadata": {"labels": {"team": "vision" if name == "flaky" else "nlp"}}}
+
+        ]
+        status = run_to_end(backend, [rt, tj] if name == "flaky" else [tj], tmp_path)
+        assert status["conditions"][-1]["type"] == "Complete", status
+    yield backend
+    backend.store.close()
+
+
+def test_get_pods_and_events_of_a_real_run(ran: LocalBackend) -> None:
+    rc, out, _ = kt("get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=flaky")
+    rows = [line.split() for line in out.splitlines()]
+    assert rc == 0 and rows[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert [r[:4] for r in rows[1:]] == [
+        ["flaky-node-0-0", "0/1", "Completed", "0"],
+        ["flaky-node-0-1", "0/1", "Completed", "1"],
+    ]
+    rc, out, _ = kt("get", "pods", "-o", "wide", "--sort-by", ".metadata.name")
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0][5:] == ["IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+    assert [r[0] for r in rows[1:]] == ["flaky-node-0-0", "flaky-node-0-1", "other-node-0-0", "other-node-0-1"]
+    assert {r[5] for r in rows[1:3]} == {"10.250.0.2", "10.250.0.3"} and {r[6] for r in rows[1:]} == {"localhost"}
+
+    # The labels the JobSet and Job controllers give pods, and the pod template's own.
+    rc, out, _ = kt("get", "pod", "flaky-node-0-1", "-o", "yaml")
+    pod = yaml.safe_load(out)
+    assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == "default"
+    assert pod["metadata"]["labels"] == {
+        "team": "vision",
+        "jobset.sigs.k8s.io/jobset-name": "flaky",
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
+        "jobset.sigs.k8s.io/restart-attempt": "0",
+        "batch.kubernetes.io/job-name": "flaky-node-0",
+        "batch.kubernetes.io/job-completion-index": "1",
+    }
+    assert pod["spec"]["hostname"] == "flaky-node-0-1" and pod["spec"]["subdomain"] == "flaky"
+    assert pod["status"]["phase"] == "Succeeded" and pod["status"]["containerStatuses"][0]["restartCount"] == 1
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"] == {"exitCode": 0, "reason": "Completed"}
+
+    rc, out, _ = kt("get", "pods", "-l", "team=nlp", "-o", "name")
+    assert out.splitlines() == ["pod/other-node-0-0", "pod/other-node-0-1"]
+    rc, out, _ = kt("get", "pods", "--field-selector", "metadata.name!=flaky-node-0-0,status.phase=Succeeded",
+                    "-l", "jobset.sigs.k8s.io/jobset-name=flaky", "-o", "name")
+    assert out == "pod/flaky-node-0-1\n"
+    rc, out, _ = kt("get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{\"\\n\"}{end}",
+                    "-l", "jobset.sigs.k8s.io/jobset-name=other")
+    assert out == "other-node-0-0 10.250.0.2\nother-node-0-1 10.250.0.3\n"  # each TrainJob has its own pod network
+    rc, out, _ = kt("get", "pods", "flaky-node-0-0", "-o", "custom-columns=POD:.metadata.name,JOB:.metadata.labels"
+                    ".batch\\.kubernetes\\.io/job-name,RESTARTS:.status.containerStatuses[*].restartCount")
+    assert [line.split() for line in out.splitlines()] == [["POD", "JOB", "RESTARTS"], ["flaky-node-0-0",
+                                                                                        "flaky-node-0", "0"]]
+
+    rc, out, _ = kt("get", "events", "--field-selector", "involvedObject.name=flaky,type=Warning")
+    rows = out.splitlines()
+    assert rows[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert len(rows) == 2 and rows[1].split()[1:4] == ["Warning", "BackOff", "trainjob/flaky"]
+    assert "pod node-0-1 exited with code 3" in rows[1]
+    rc, out, _ = kt("get", "events", "-o", "jsonpath={.items[*].reason}", "--field-selector",
+                    "involvedObject.name=other")
+    assert "Started Started" in out and out.endswith("AllJobsCompleted")
+    rc, out, _ = kt("get", "events", "-A", "--field-selector", "reason=AllJobsCompleted")
+    assert [line.split()[0] for line in out.splitlines()] == ["NAMESPACE", "default", "default"]
+    rc, out, _ = kt("get", "events", "-o", "yaml", "--field-selector", "reason=BackOff,involvedObject.name=flaky")
+    (event,) = list(yaml.safe_load_all(out))
+    assert event["involvedObject"]["kind"] == "TrainJob" and event["involvedObject"]["name"] == "flaky"
+    assert event["source"] == {"component": "kubetrain-local"} and event["count"] == 1
+
+
+def test_errors_say_what_is_there(ran: LocalBackend) -> None:
+    rc, _, err = kt("get", "pods", "flaky-node-0-9")
+    assert rc == 1 and 'pods "flaky-node-0-9" not found in namespace "default"' in err
+    assert "did you mean" in err
+    rc, _, err = kt("get", "pods", "--field-selector", "status.phase")
+    assert rc == 1 and "cannot parse 'status.phase' (fix: use field=value" in err
+    rc, _, err = kt("get", "events", "--field-selector", "involvedObject.nam=flaky")
+    assert rc == 1 and "field label not supported for events: 'involvedObject.nam'" in err
+    rc, _, err = kt("get", "pods", "-o", "jsonpath={.items[0].spec.containers[0].nope}",
+                    "--allow-missing-template-keys=false")
+    assert rc == 1 and 'error executing jsonpath "{.items[0].spec.containers[0].nope}": nope is not found' in err
+    rc, _, err = kt("get", "pods", "-n", "elsewhere")
+    assert rc == 0 and "No resources found in namespace elsewhere." in err
+    rc, _, err = kt("get", "pods", "-w")
+    assert rc == 1 and "--watch is available for trainjobs only" in err
