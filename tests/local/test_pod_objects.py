@@ -128,3 +128,41 @@ def test_errors_say_what_is_there(ran: LocalBackend) -> None:
     assert rc == 0 and "No resources found in namespace elsewhere." in err
     rc, _, err = kt("get", "pods", "-w")
     assert rc == 1 and "--watch is available for trainjobs only" in err
+
+
+def test_a_running_pod_is_ready_once_its_probe_passes(kt_home: Path, tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from kubetrain.local.supervisor.controller import Supervisor
+
+    started, probe_ok, stop = tmp_path / "started", tmp_path / "probe-ok", tmp_path / "stop"
+    wait = (
+        f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(stop)!r}): time.sleep(0.05)\n"
+    )
+    probe = {"exec": {"command": ["test", "-e", str(probe_ok)]}, "periodSeconds": 1}
+    rt = runtime("probed", [rjob("node", [container(py(wait), readinessProbe=probe)])])
+    backend = LocalBackend(Store())
+    backend.apply([rt, trainjob("probed", "probed")], namespace="default", workdir=str(tmp_path), detach=False)
+    supervisor = threading.Thread(target=Supervisor(backend.store, "default", "probed").run)
+    supervisor.start()
+
+    def pod_row() -> list[str]:
+        return kt("get", "pods", "--no-headers")[1].split()[:4]
+
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pod_row() == ["probed-node-0-0", "0/1", "Running", "0"]  # running, its probe has not passed
+        probe_ok.touch()
+        while pod_row()[1] != "1/1" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pod_row() == ["probed-node-0-0", "1/1", "Running", "0"]
+    finally:
+        stop.touch()
+        supervisor.join(60)
+        backend.store.close()
+    rc, out, _ = kt("get", "pods", "-o", "custom-columns=PHASE:.status.phase,READY:.status.containerStatuses[0].ready")
+    assert rc == 0 and out.split() == ["PHASE", "READY", "Succeeded", "false"]
