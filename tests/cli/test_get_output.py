@@ -193,3 +193,17 @@ def test_get_events_like_kubectl(cluster: tuple[Background, str]) -> None:
     assert out == "BackOff:Back-off restarting failed container|Completed:  done  |Created:JobSet a-job created|"
     _, out, _ = kt(kc, "get", "events", "-o", "json", "--field-selector", "reason=Completed")
     assert json.loads(out)["message"] == "  done  "
+
+
+def test_wait_for_jsonpath_speaks_the_same_dialect(cluster: tuple[Background, str]) -> None:
+    _, kc = cluster
+    rc, out, _ = kt(kc, "wait", "tj", "a-job", "--for=jsonpath={.metadata.labels.team}=nlp", "--timeout=5s")
+    assert (rc, out) == (0, "trainjob.trainer.kubeflow.org/a-job condition met\n")
+    rc, out, _ = kt(kc, "wait", "tj", "a-job", "--for=jsonpath=.spec.trainer.numNodes=2", "--timeout=5s")
+    assert rc == 0
+    rc, _, err = kt(kc, "wait", "tj", "a-job", "--for=jsonpath={.metadata.*}=x", "--timeout=5s")
+    assert rc == 1 and "given jsonpath expression matches more than one value ({.metadata.*})" in err
+    rc, _, err = kt(kc, "wait", "tj", "a-job", "--for=jsonpath={.metadata.labels}=x", "--timeout=5s")
+    assert rc == 1 and "jsonpath leads to a nested object or list which is not supported" in err
+    rc, _, err = kt(kc, "wait", "tj", "a-job", "--for=jsonpath={.metadata[}=x", "--timeout=5s")
+    assert rc == 1 and "--for=jsonpath: cannot parse the template at position 11: unterminated array" in err

@@ -1,6 +1,7 @@
 """``kubetrain get pods|events`` on this machine, over a real run: the pods carry the labels JobSet gives them (so
 ``-l jobset.sigs.k8s.io/jobset-name=JOB`` works as on a cluster), kubectl's columns, ``--field-selector``, and
-``-o yaml|json|name|jsonpath|custom-columns``. (The same verbs on a cluster: ``tests/cli/test_get_output.py``.)"""
+``-o yaml|json|name|jsonpath|custom-columns``; and each state of a supervisor's pod row as kubectl would show that pod.
+(The same verbs on a cluster: ``tests/cli/test_get_output.py``.)"""
 
 from __future__ import annotations
 
@@ -13,11 +14,9 @@ from click.testing import CliRunner
 
 from kubetrain.cli.main import cli
 from kubetrain.local.backend import LocalBackend
-from kubetrain.local.store.db import Store
+from kubetrain.local.store.db import PodRow, Store
 
 from .conftest import container, needs_namespaces, py, rjob, run_to_end, runtime, trainjob
-
-pytestmark = needs_namespaces
 
 FLAKY_ONCE = (
     "import os, sys\n"
@@ -52,6 +51,7 @@ def ran(kt_home: Path, tmp_path: Path) -> Iterator[LocalBackend]:
     backend.store.close()
 
 
+@needs_namespaces
 def test_get_pods_and_events_of_a_real_run(ran: LocalBackend) -> None:
     rc, out, _ = kt("get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=flaky")
     rows = [line.split() for line in out.splitlines()]
@@ -113,6 +113,7 @@ def test_get_pods_and_events_of_a_real_run(ran: LocalBackend) -> None:
     assert event["source"] == {"component": "kubetrain-local"} and event["count"] == 1
 
 
+@needs_namespaces
 def test_errors_say_what_is_there(ran: LocalBackend) -> None:
     rc, _, err = kt("get", "pods", "flaky-node-0-9")
     assert rc == 1 and 'pods "flaky-node-0-9" not found in namespace "default"' in err
@@ -130,6 +131,7 @@ def test_errors_say_what_is_there(ran: LocalBackend) -> None:
     assert rc == 1 and "--watch is available for trainjobs only" in err
 
 
+@needs_namespaces
 def test_a_running_pod_is_ready_once_its_probe_passes(kt_home: Path, tmp_path: Path) -> None:
     import threading
     import time
@@ -166,3 +168,36 @@ def test_a_running_pod_is_ready_once_its_probe_passes(kt_home: Path, tmp_path: P
         backend.store.close()
     rc, out, _ = kt("get", "pods", "-o", "custom-columns=PHASE:.status.phase,READY:.status.containerStatuses[0].ready")
     assert rc == 0 and out.split() == ["PHASE", "READY", "Succeeded", "false"]
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code", "restarts", "message", "status", "container_state"),
+    [
+        ("Pending", None, 0, None, "Pending", None),
+        ("Pending", None, 0, "ContainerCreating: mounting volumes", "ContainerCreating", "waiting"),
+        ("Pending", None, 2, "exit code 1; back-off 10s restarting failed container", "CrashLoopBackOff", "waiting"),
+        ("Running", None, 0, None, "Running", "running"),
+        ("Terminating", None, 0, None, "Terminating", "running"),
+        ("Succeeded", 0, 0, None, "Completed", "terminated"),
+        ("Failed", 3, 6, "exit code 3; job x-node-0 reached backoffLimit=6", "Error", "terminated"),
+        ("Failed", None, 0, "its supervisor was lost", "Failed", None),
+    ],
+)
+def test_a_pod_rows_status_as_kubectl_shows_it(
+    state: str, exit_code: int | None, restarts: int, message: str | None, status: str, container_state: str | None
+) -> None:
+    from kubetrain.cli.core_objects import pod_status
+    from kubetrain.local import pod_objects
+    from kubetrain.local.plan import build_plan
+
+    jobset = {"metadata": {"name": "x"}, "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+        "template": {"spec": {"containers": [{"name": "node", "image": "i"}, {"name": "side", "image": "i"}]}}}}}]}}
+    (plan,) = build_plan(jobset).pods()
+    p = PodRow("default", "x", "node-0-0", "node", state, None, None, exit_code, restarts, message, "/l")
+    assert pod_objects.pod_status_column(p) == status
+    pod = {"metadata": {"deletionTimestamp": "t"} if state == "Terminating" else {},
+           "status": pod_objects._status(p, plan, "2026-01-01T00:00:00Z")}
+    assert pod_status(pod) == status  # what `get pods` prints from the object, on both backends
+    statuses = pod["status"]["containerStatuses"]
+    assert [next(iter(cs["state"])) for cs in statuses] == ([container_state] * 2 if container_state else [])
+    assert sum(cs["restartCount"] for cs in statuses) == (restarts if container_state else 0)

@@ -135,34 +135,35 @@ def pod_status_column(p: PodRow) -> str:
 
 def _status(p: PodRow, plan: PodPlan, created: str | None) -> dict[str, Any]:
     phase = "Running" if p.state == "Terminating" else p.state
-    view = step_view(p)
-    containers = plan.spec.get("containers") or []
+    why = pod_status_column(p)
+    state: dict[str, Any] | None = None
+    if p.state in ("Running", "Terminating"):
+        state = {"running": {"startedAt": created}}
+    elif p.state in ("Succeeded", "Failed") and p.exit_code is not None:
+        state = {"terminated": {"exitCode": p.exit_code, "reason": "Completed" if p.exit_code == 0 else "Error"}}
+    elif why not in ("Pending", "Failed"):
+        state = {"waiting": {"reason": why}}  # CrashLoopBackOff, ContainerCreating, CreateContainerConfigError
+        message = step_view(p).message
+        if message:
+            state["waiting"]["message"] = message
+    ready = bool(p.ready and p.state == "Running")
     statuses = []
-    for c in containers:
-        state: dict[str, Any]
-        if p.state in ("Running", "Terminating"):
-            state = {"running": {"startedAt": created}}
-        elif p.state in ("Succeeded", "Failed") and p.exit_code is not None:
-            state = {"terminated": {"exitCode": p.exit_code, "reason": "Completed" if p.exit_code == 0 else "Error"}}
-        else:
-            waiting = pod_status_column(p)
-            state = {"waiting": {"reason": waiting if waiting != "Pending" else "ContainerCreating"}}
-            if view.message:
-                state["waiting"]["message"] = view.message
-        statuses.append(
-            {
-                "name": c.get("name", ""),
-                "image": c.get("image", ""),
-                "ready": bool(p.ready and p.state == "Running"),
-                "restartCount": p.restarts,
-                "started": p.state in ("Running", "Terminating"),
-                "state": state,
-            }
-        )
-    ready = "True" if p.ready and p.state == "Running" else "False"
+    if state is not None:  # a pod not started yet has no container statuses, as an unscheduled one
+        for n, c in enumerate(plan.spec.get("containers") or []):
+            statuses.append(
+                {
+                    "name": c.get("name", ""),
+                    "image": c.get("image", ""),
+                    "ready": ready,
+                    # Locally a restart restarts the pod: counted once (kubectl adds up its containers' counts).
+                    "restartCount": p.restarts if n == 0 else 0,
+                    "started": "running" in state,
+                    "state": state,
+                }
+            )
     status: dict[str, Any] = {
         "phase": phase,
-        "conditions": [{"type": "Ready", "status": ready}, {"type": "ContainersReady", "status": ready}],
+        "conditions": [{"type": t, "status": "True" if ready else "False"} for t in ("Ready", "ContainersReady")],
         "hostIP": GATEWAY,
         "podIP": plan.address,
         "podIPs": [{"ip": plan.address}],
@@ -171,9 +172,6 @@ def _status(p: PodRow, plan: PodPlan, created: str | None) -> dict[str, Any]:
     }
     if p.message:
         status["message"] = p.message
-    reason = pod_status_column(p)
-    if reason not in ("Running", "Pending", "Succeeded", "Failed", "Completed"):
-        status["reason"] = reason
     return status
 
 
