@@ -47,19 +47,22 @@ class Selector:
         return all(r.matches(labels or {}) for r in self.requirements)
 
 
-def _split(text: str) -> list[str]:
-    """Commas separate requirements except inside ``in (a,b)``."""
-    parts, depth, cur = [], 0, ""
+def _split(text: str, *, escapes: bool = False) -> list[str]:
+    """Commas separate terms, except inside ``in (a,b)`` (label selectors) or after a backslash (``escapes``:
+    field selectors, where ``a=x\\,y`` is one term; the backslash stays for ``_unescape``)."""
+    parts, depth, cur, escaped = [], 0, "", False
     for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
+        if escaped:
+            escaped = False
+        elif escapes and ch == "\\":
+            escaped = True
+        elif not escapes and ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "," and depth == 0:
             parts.append(cur)
             cur = ""
-        else:
-            cur += ch
+            continue
+        cur += ch
     parts.append(cur)
     return parts
 
@@ -159,25 +162,6 @@ def field_value(obj: Mapping[str, object], path: str) -> str:
     return str(cur)
 
 
-def _split_fields(text: str) -> list[str]:
-    """Terms split at commas that no backslash escapes (``a=x\\,y`` is one term)."""
-    parts, cur, escaped = [], "", False
-    for ch in text:
-        if escaped:
-            cur += ch
-            escaped = False
-        elif ch == "\\":
-            cur += ch
-            escaped = True
-        elif ch == ",":
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return parts
-
-
 def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text)
 
@@ -187,7 +171,7 @@ def parse_fields(text: str, kind: str, plural: str) -> FieldSelector:
     unsupported field, with the fields ``kind`` has, as the API server refuses them."""
     allowed = SELECTABLE_FIELDS.get(kind, _COMMON_FIELDS)
     reqs: list[FieldRequirement] = []
-    for term in _split_fields(text.strip()) if text.strip() else []:
+    for term in _split(text.strip(), escapes=True) if text.strip() else []:
         m = re.match(r"^\s*([^=!\s]+)\s*(==|!=|=)(.*)$", term)
         if m is None:
             raise KubetrainError(

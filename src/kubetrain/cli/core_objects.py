@@ -13,15 +13,11 @@ from typing import Any
 
 import click
 
-from kubetrain.api import KubetrainError
 from kubetrain.api.views import Backend
+from kubetrain.cli.listing import Query, fetch_named, print_common, select
 from kubetrain.cli.output import (
-    OutputFormat,
     dump_objects,
-    error_line,
     plain_table,
-    print_generic,
-    sort_objects,
 )
 from kubetrain.service.present import age
 
@@ -183,44 +179,20 @@ def row(kind: str, o: dict[str, Any], all_ns: bool, wide: bool = False) -> list[
     return out
 
 
-def get_core(
-    backend: Backend,
-    kind: str,
-    names: tuple[str, ...],
-    namespace: str,
-    all_ns: bool,
-    fmt: OutputFormat,
-    selector: str | None,
-    sort_by: str | None,
-    no_headers: bool,
-    field_selector: str | None = None,
-    allow_missing: bool = True,
-) -> int:
-    rc = 0
-    objs: list[dict[str, Any]] = []
+def get_core(backend: Backend, kind: str, q: Query) -> int:
+    names, namespace, all_ns = q.names, q.namespace, q.all_namespaces
     if names:
-        for name in names:
-            try:
-                objs.append(backend.get_core(kind, name, namespace))
-            except KubetrainError as exc:
-                error_line(str(exc))
-                rc = 1
+        objs, rc = fetch_named(names, lambda name: backend.get_core(kind, name, namespace))
     else:
-        objs = backend.list_core(kind, None if all_ns else namespace, selector, field_selector)
-    objs = [objs[i] for i in sort_objects(objs, sort_by)]
-    if fmt.generic:
-        if objs or len(names) != 1:
-            print_generic(objs, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
-    elif fmt.kind in ("yaml", "json"):
-        if objs or not names:
-            dump_objects(objs, fmt.kind)
-    elif fmt.kind == "name":
-        for o in objs:
-            click.echo(f"{kind.lower()}/{_meta(o).get('name')}")
+        objs, rc = backend.list_core(kind, q.scope, q.selector, q.field_selector), 0
+    listing = select(objs, lambda o: o, sort_by=q.sort_by, rc=rc)
+    objs = listing.items
+    if print_common(listing, q, name_of=lambda o: f"{kind.lower()}/{_meta(o).get('name')}"):
+        pass
     elif objs:
-        wide = fmt.kind == "wide"
+        wide = q.fmt.kind == "wide"
         rows = [row(kind, o, all_ns, wide) for o in objs]
-        click.echo(plain_table(headers(kind, all_ns, wide), rows, no_headers=no_headers), nl=False)
+        click.echo(plain_table(headers(kind, all_ns, wide), rows, no_headers=q.no_headers), nl=False)
     elif not names:
         where = "any namespace" if all_ns else f"namespace {namespace}"
         click.echo(f"No resources found in {where}.", err=True)

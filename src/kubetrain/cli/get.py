@@ -5,6 +5,7 @@ pods and events) as kubectl lists them: names, ``-l``, ``--field-selector``, ``-
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from kubetrain.cli._backend import select_backend, with_backend_options
 from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
 from kubetrain.cli.core_objects import CORE_KINDS, READ_KINDS, get_core
+from kubetrain.cli.listing import Query, fetch_named, print_common, select
 from kubetrain.cli.output import (
     FORMATS_HELP,
     OutputFormat,
@@ -30,8 +32,6 @@ from kubetrain.cli.output import (
     nodes,
     parse_output,
     plain_table,
-    print_generic,
-    sort_objects,
 )
 from kubetrain.service.present import age
 
@@ -89,13 +89,11 @@ def _runtime_row(r: AnyRuntime, all_ns: bool, wide: bool) -> list[str]:
     return row
 
 
-def _field_filter(wires: list[dict[str, Any]], field_selector: str | None, kind: str, plural: str) -> list[int]:
-    """Indexes of the objects a ``--field-selector`` keeps; TrainJobs and runtimes are custom resources, which the
-    API server lets be selected by metadata.name and metadata.namespace only, so it is applied here."""
-    if not field_selector:
-        return list(range(len(wires)))
-    fields = parse_fields(field_selector, kind, plural)
-    return [i for i, w in enumerate(wires) if fields.matches(w)]
+def _field_filter(field_selector: str | None, kind: str, plural: str) -> Callable[[list[dict[str, Any]]], list[int]]:
+    """What a ``--field-selector`` keeps (indexes); TrainJobs and runtimes are custom resources, which the API
+    server lets be selected by metadata.name and metadata.namespace only, so it is applied here."""
+    fields = parse_fields(field_selector, kind, plural) if field_selector else None
+    return lambda wires: [i for i, w in enumerate(wires) if fields is None or fields.matches(w)]
 
 
 def _print_names(kind: str, names: list[str]) -> None:
@@ -103,49 +101,22 @@ def _print_names(kind: str, names: list[str]) -> None:
         click.echo(f"{kind}.{c.GROUP}/{n}")
 
 
-def get_trainjobs(
-    backend: Backend,
-    names: tuple[str, ...],
-    namespace: str,
-    all_ns: bool,
-    fmt: OutputFormat,
-    selector: str | None,
-    sort_by: str | None,
-    no_headers: bool,
-    watch: bool,
-    field_selector: str | None = None,
-    allow_missing: bool = True,
-) -> int:
-    ns = None if all_ns else namespace
-    rc = 0
-    jobs: list[TrainJob] = []
+def get_trainjobs(backend: Backend, q: Query, watch: bool) -> int:
+    ns, names, namespace, all_ns, fmt, no_headers = q.scope, q.names, q.namespace, q.all_namespaces, q.fmt, q.no_headers
     if names:
-        for name in names:
-            try:
-                jobs.append(backend.get_trainjob(name, namespace))
-            except KubetrainError as exc:
-                error_line(str(exc))
-                rc = 1
+        jobs, rc = fetch_named(names, lambda name: backend.get_trainjob(name, namespace))
     else:
-        jobs = backend.list_trainjobs(ns, selector)
-    wires = [j.to_wire() for j in jobs]
-    kept = _field_filter(wires, field_selector, c.KIND_TRAINJOB, f"trainjobs.{c.GROUP}")
-    jobs, wires = [jobs[i] for i in kept], [wires[i] for i in kept]
-    order = sort_objects(wires, sort_by)
-    jobs, wires = [jobs[i] for i in order], [wires[i] for i in order]
-    output = fmt.kind
-    wide = output == "wide"
+        jobs, rc = backend.list_trainjobs(ns, q.selector), 0
+    keep = _field_filter(q.field_selector, c.KIND_TRAINJOB, f"trainjobs.{c.GROUP}")
+    listing = select(jobs, lambda j: j.to_wire(), keep=keep, sort_by=q.sort_by, rc=rc)
+    jobs = listing.items
+    wide = fmt.kind == "wide"
     # MultiKueue runs some of them on worker clusters: a CLUSTER column says which (only then, so a plain list
     # keeps kubectl's columns).
     clusters = any(j.spec.managed_by == c.MANAGED_BY_MULTIKUEUE for j in jobs)
-    if fmt.generic:
-        if jobs or len(names) != 1:
-            print_generic(wires, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
-    elif output in ("yaml", "json"):
-        if jobs or not names:
-            dump_objects(wires, output)
-    elif output == "name":
-        _print_names("trainjob", [j.name for j in jobs])
+    states: list[StateView] = []
+    if print_common(listing, q, name_of=lambda j: f"trainjob.{c.GROUP}/{j.name}"):
+        pass
     elif jobs:
         states = backend.states(jobs)
         rows = [_trainjob_row(j, st, all_ns, wide, clusters) for j, st in zip(jobs, states, strict=True)]
@@ -155,10 +126,10 @@ def get_trainjobs(
         click.echo(f"No TrainJobs found in {where}.", err=True)
     if watch:
         shown: list[list[str]] = []
-        if output in ("table", "wide") and jobs:
+        if fmt.kind in ("table", "wide") and jobs:
             shown = [_trainjob_row(j, st, all_ns, wide, clusters) for j, st in zip(jobs, states, strict=True)]
-        _watch(backend, ns, list(names) or None, selector, fmt, all_ns, wide, no_headers, shown, clusters,
-               allow_missing=allow_missing, headed=bool(jobs) or len(names) != 1)
+        _watch(backend, ns, list(names) or None, q.selector, fmt, all_ns, wide, no_headers, shown, clusters,
+               allow_missing=q.allow_missing, headed=bool(jobs) or len(names) != 1)
     return rc
 
 
@@ -226,21 +197,9 @@ def _watch(
         sys.stdout.flush()
 
 
-def get_runtimes(
-    backend: Backend,
-    names: tuple[str, ...],
-    namespace: str,
-    all_ns: bool,
-    fmt: OutputFormat,
-    selector: str | None,
-    sort_by: str | None,
-    no_headers: bool,
-    kind: str,
-    field_selector: str | None = None,
-    allow_missing: bool = True,
-) -> int:
-    ns = None if all_ns else namespace
-    rts = backend.list_runtimes(ns)
+def get_runtimes(backend: Backend, q: Query, kind: str) -> int:
+    names, all_ns, selector, no_headers = q.names, q.all_namespaces, q.selector, q.no_headers
+    rts = backend.list_runtimes(q.scope)
     if kind in ("trainingruntimes", "trainingruntime", "tr"):
         rts = [r for r in rts if r.kind == c.KIND_TRAINING_RUNTIME]
     elif kind in ("clustertrainingruntimes", "clustertrainingruntime", "ctr"):
@@ -259,23 +218,12 @@ def get_runtimes(
                 rc = 1
             chosen += found
         rts = chosen
-    wires = [r.to_wire() for r in rts]
-    kept = _field_filter(wires, field_selector, c.KIND_TRAINING_RUNTIME, f"trainingruntimes.{c.GROUP}")
-    rts, wires = [rts[i] for i in kept], [wires[i] for i in kept]
-    order = sort_objects(wires, sort_by)
-    rts, wires = [rts[i] for i in order], [wires[i] for i in order]
-    output = fmt.kind
-    if fmt.generic:
-        if rts or len(names) != 1:
-            print_generic(wires, fmt, single=len(names) == 1, allow_missing=allow_missing, no_headers=no_headers)
+    keep = _field_filter(q.field_selector, c.KIND_TRAINING_RUNTIME, f"trainingruntimes.{c.GROUP}")
+    listing = select(rts, lambda r: r.to_wire(), keep=keep, sort_by=q.sort_by, rc=rc)
+    rts = listing.items
+    if print_common(listing, q, name_of=lambda r: f"{r.kind.lower()}.{c.GROUP}/{r.name}", dump_empty=True):
         return rc
-    if output in ("yaml", "json"):
-        dump_objects(wires, output)
-        return rc
-    if output == "name":
-        for r in rts:
-            click.echo(f"{r.kind.lower()}.{c.GROUP}/{r.name}")
-        return rc
+    output = q.fmt.kind
     wide = output == "wide"
     headers = (["NAMESPACE"] if all_ns else []) + ["KIND", "NAME", "FRAMEWORK", "NODES"]
     headers += ["ML POLICY", "SUPPORT"] if wide else []
@@ -386,25 +334,18 @@ def register(group: click.Group) -> None:
                 "give names or a field selector (--field-selector metadata.name=NAME), not both",
             )
         backend = select_backend(kubeconfig, context)
+        q = Query(names, namespace, all_namespaces, output, selector, field_selector, sort_by, no_headers,
+                  allow_missing_template_keys)
         try:
             if kind in TRAINJOB_KINDS:
-                rc = get_trainjobs(
-                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, watch,
-                    field_selector, allow_missing_template_keys,
-                )
+                rc = get_trainjobs(backend, q, watch)
             elif watch:
                 fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
             elif kind in CORE_KINDS or kind in READ_KINDS:
                 real = CORE_KINDS.get(kind) or READ_KINDS[kind]
-                rc = get_core(
-                    backend, real, names, namespace, all_namespaces, output, selector, sort_by, no_headers,
-                    field_selector, allow_missing_template_keys,
-                )
+                rc = get_core(backend, real, q)
             else:
-                rc = get_runtimes(
-                    backend, names, namespace, all_namespaces, output, selector, sort_by, no_headers, kind,
-                    field_selector, allow_missing_template_keys,
-                )
+                rc = get_runtimes(backend, q, kind)
         except KubetrainError as exc:
             fail(str(exc))
         except KeyboardInterrupt:
