@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from kubetrain.api.quantity import Quantity
-from kubetrain.k8s.client import ApiError, Client, Resource
+from kubetrain.k8s.client import Client, Resource
 from kubetrain.k8s.client import resources as r
-from tests.e2e.conftest import call, get, uniq, wait_until
+from tests.e2e.conftest import call, delete_namespace, get, uniq, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -56,41 +56,41 @@ def gang_ns(kubeconfig: str) -> Iterator[str]:
 
     async def setup(client: Client) -> None:
         await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        runtime = {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainingRuntime",
-            "metadata": {"name": "gang", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-            "spec": {
-                "mlPolicy": {"numNodes": 2, "torch": {}},
-                "podGroupPolicy": {"coscheduling": {"scheduleTimeoutSeconds": TIMEOUT}},
-                "template": {"spec": {"replicatedJobs": [{
-                    "name": "node",
-                    "template": {
-                        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                        "spec": {"template": {"spec": {
-                            # The runtime names the gang scheduler (the coscheduling plugin sets none).
-                            "schedulerName": SCHEDULER,
-                            "terminationGracePeriodSeconds": 1,
-                            "containers": [{"name": "node", "image": IMAGE}],
-                        }}},
-                    },
-                }]}},
-            },
-        }  # fmt: skip
-        await client.apply(runtime)
+        await client.apply(gang_runtime(ns, TIMEOUT))
 
     call(setup)
     try:
         yield ns
     finally:
+        delete_namespace(ns)
 
-        async def cleanup(client: Client) -> None:
-            try:
-                await client.delete(r.NAMESPACE, ns)
-            except ApiError:
-                pass
 
-        call(cleanup)
+def gang_runtime(ns: str, timeout: int, tolerations: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The TrainingRuntime ``gang``: two torch nodes that the coscheduling scheduler binds together or not at all."""
+    pod: dict[str, Any] = {
+        # The runtime names the gang scheduler (the coscheduling plugin sets none).
+        "schedulerName": SCHEDULER,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "node", "image": IMAGE}],
+    }
+    if tolerations:
+        pod["tolerations"] = list(tolerations)
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "gang", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 2, "torch": {}},
+            "podGroupPolicy": {"coscheduling": {"scheduleTimeoutSeconds": timeout}},
+            "template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": pod}},
+                },
+            }]}},
+        },
+    }  # fmt: skip
 
 
 def _trainjob(ns: str, name: str, cpu: str, seconds: int = 2) -> None:

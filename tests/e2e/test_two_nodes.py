@@ -438,7 +438,7 @@ def _free_millicpu(node: str) -> int:
 def test_a_gang_that_fits_only_across_two_nodes_is_placed_on_both(
     fresh_namespace: str, operator: DeployedOperator, two_nodes: list[str]
 ) -> None:
-    from tests.e2e.test_coscheduling import SCHEDULER, _missing
+    from tests.e2e.test_coscheduling import SCHEDULER, _missing, gang_runtime
 
     missing = _missing()
     if missing:
@@ -450,27 +450,7 @@ def test_a_gang_that_fits_only_across_two_nodes_is_placed_on_both(
     free = {n: _free_millicpu(n) for n in nodes}
     if any(f < per_pod for f in free.values()):
         pytest.skip(f"a node has less than {per_pod}m CPU free for a gang member (free: {free}); the bed is busy")
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": "gang", "namespace": ns, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {
-            "mlPolicy": {"numNodes": 2, "torch": {}},
-            "podGroupPolicy": {"coscheduling": {"scheduleTimeoutSeconds": 30}},
-            "template": {"spec": {"replicatedJobs": [{
-                "name": "node",
-                "template": {
-                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                    "spec": {"template": {"spec": {
-                        "schedulerName": SCHEDULER,
-                        "terminationGracePeriodSeconds": 1,
-                        "tolerations": [TOLERATION],
-                        "containers": [{"name": "node", "image": IMAGE}],
-                    }}},
-                },
-            }]}},
-        },
-    }  # fmt: skip
+    runtime = gang_runtime(ns, 30, [TOLERATION])
     call(lambda c: c.apply(runtime))
     trainer = {
         "command": ["sh", "-c", "echo rank $PET_NODE_RANK on $(hostname); sleep 2"],

@@ -157,6 +157,15 @@ async def running_operator(
         await client.close()
 
 
+@asynccontextmanager
+async def operator_env(**settings: Any) -> AsyncIterator[tuple[Env, Operator]]:
+    """The in-memory API server with the torch runtime (``torch_runtime()``) and the operator running on it."""
+    async with fake_env() as env:
+        await env.client.create(torch_runtime())
+        async with running_operator(env, **settings) as op:
+            yield env, op
+
+
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(coro_fn())  # type: ignore[arg-type]
 

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from kubetrain.k8s.client import resources as r
-from tests.k8s.helpers import Env, fake_env, run, running_operator, torch_runtime, trainjob, wait_for
+from tests.k8s.helpers import Env, fake_env, operator_env, run, running_operator, torch_runtime, trainjob, wait_for
 
 CPU = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
 JOBSET = "jobset.x-k8s.io"
@@ -135,18 +135,16 @@ def test_refused_resize_recreates_the_jobset_with_the_restart_budget_left() -> N
 
 def test_a_static_runtime_is_never_resized() -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env) as op:
-                await env.client.create(trainjob("st", trainer={"numNodes": 2}))
-                await wait_for(lambda: env.find("jobsets", "st", group=JOBSET), what="JobSet")
-                before = copy.deepcopy(env.get("jobsets", "st", group=JOBSET))
-                # Without the webhook nothing stops the edit; the operator still leaves a static job alone.
-                await env.client.merge_patch(r.TRAINJOB, "st", "default", {"spec": {"trainer": {"numNodes": 3}}})
-                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="idle")
-                after = env.get("jobsets", "st", group=JOBSET)
-                assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-                assert "numNodes" not in env.get("trainjobs", "st").get("status", {})
+        async with operator_env() as (env, op):
+            await env.client.create(trainjob("st", trainer={"numNodes": 2}))
+            await wait_for(lambda: env.find("jobsets", "st", group=JOBSET), what="JobSet")
+            before = copy.deepcopy(env.get("jobsets", "st", group=JOBSET))
+            # Without the webhook nothing stops the edit; the operator still leaves a static job alone.
+            await env.client.merge_patch(r.TRAINJOB, "st", "default", {"spec": {"trainer": {"numNodes": 3}}})
+            await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0, what="idle")
+            after = env.get("jobsets", "st", group=JOBSET)
+            assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+            assert "numNodes" not in env.get("trainjobs", "st").get("status", {})
 
     run(body)
 

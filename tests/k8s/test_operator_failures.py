@@ -12,7 +12,7 @@ from typing import Any
 
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.pods import failures as pf
-from tests.k8s.helpers import Env, fake_env, run, running_operator, torch_runtime, trainjob, wait_for
+from tests.k8s.helpers import Env, fake_env, operator_env, run, running_operator, torch_runtime, trainjob, wait_for
 from tests.k8s.kubelet import crash_loop, pod_manifest, running, terminated
 
 JS = "jobset.x-k8s.io"
@@ -90,74 +90,70 @@ async def started_job(env: Env, name: str = "job", **spec: Any) -> None:
 
 def test_an_exit_code_is_recorded_with_its_lines_and_survives_the_pod() -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env) as op:
-                await started_job(env)
-                pod = create_pod(env, "job", status=running())
-                lines = "epoch 1\nTraceback (most recent call last):\nValueError: boom"
-                env.api.pod_logs.write("default", pod, lines + "\n")
-                set_status(env, pod, exited(3, stamp(10)))
-                [entry] = await wait_for(lambda: [e for e in failures(env) if e.get("logTail")], what="log lines")
-                assert entry == {"step": "node-0-0", "pod": pod, "container": "node", "exitCode": 3,
-                                 "reason": "Error", "restarts": 0, "failures": 1, "lastFailureTime": stamp(10),
-                                 "logTail": lines}  # fmt: skip
-                [event] = await wait_for(lambda: pod_failed_events(env), what="PodFailed event")
-                assert event["type"] == "Warning"
-                assert event["message"].startswith(f"node-0-0 exited with code 3 (Error) (pod {pod})")
-                assert event["message"].endswith("ValueError: boom")
-                # A running TrainJob gets no condition from this: the SDK would stop reporting Running.
-                assert "conditions" not in status_of(env)
+        async with operator_env() as (env, op):
+            await started_job(env)
+            pod = create_pod(env, "job", status=running())
+            lines = "epoch 1\nTraceback (most recent call last):\nValueError: boom"
+            env.api.pod_logs.write("default", pod, lines + "\n")
+            set_status(env, pod, exited(3, stamp(10)))
+            [entry] = await wait_for(lambda: [e for e in failures(env) if e.get("logTail")], what="log lines")
+            assert entry == {"step": "node-0-0", "pod": pod, "container": "node", "exitCode": 3,
+                             "reason": "Error", "restarts": 0, "failures": 1, "lastFailureTime": stamp(10),
+                             "logTail": lines}  # fmt: skip
+            [event] = await wait_for(lambda: pod_failed_events(env), what="PodFailed event")
+            assert event["type"] == "Warning"
+            assert event["message"].startswith(f"node-0-0 exited with code 3 (Error) (pod {pod})")
+            assert event["message"].endswith("ValueError: boom")
+            # A running TrainJob gets no condition from this: the SDK would stop reporting Running.
+            assert "conditions" not in status_of(env)
 
-                # The Job controller gives up (BackoffLimitExceeded) and deletes the pod, then JobSet fails.
-                backoff = "Job has reached the specified backoff limit"
-                failed_job(env, "job", "job-node-0", "BackoffLimitExceeded", backoff)
-                env.api.store.delete("", "pods", "default", pod)
-                await fail_jobset(env, job="job-node-0")
-                failed = await wait_for(lambda: condition(env, "Failed"), what="Failed")
-                assert failed["reason"] == "FailedJobs"
-                assert failed["message"] == (
-                    "node-0-0 exited with code 3 (Error); "
-                    "Job job-node-0: BackoffLimitExceeded: Job has reached the specified backoff limit; "
-                    "jobset failed due to one or more job failures (first failed job: job-node-0)\n"
-                    f"Last log lines of node-0-0 (pod {pod}, container node):\n"
-                    "epoch 1\nTraceback (most recent call last):\nValueError: boom"
-                )
-                # Finished: the record keeps the facts, the lines live in the Failed message only.
-                await wait_for(lambda: not any("logTail" in e for e in failures(env)), what="lines dropped")
-                assert failures(env)[0]["exitCode"] == 3
-                # ... and the operator holds nothing more for it.
-                await wait_for(lambda: not op.failures.records, what="record released")  # type: ignore[union-attr]
-                # A pod torn down after the job failed is a consequence, not a cause.
-                late = create_pod(env, "job", job_index=1, suffix="zzzzz", status=exited(1, stamp(200)))
-                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
-                assert all(e["pod"] != late for e in failures(env))
-                assert len(pod_failed_events(env)) == 1
+            # The Job controller gives up (BackoffLimitExceeded) and deletes the pod, then JobSet fails.
+            backoff = "Job has reached the specified backoff limit"
+            failed_job(env, "job", "job-node-0", "BackoffLimitExceeded", backoff)
+            env.api.store.delete("", "pods", "default", pod)
+            await fail_jobset(env, job="job-node-0")
+            failed = await wait_for(lambda: condition(env, "Failed"), what="Failed")
+            assert failed["reason"] == "FailedJobs"
+            assert failed["message"] == (
+                "node-0-0 exited with code 3 (Error); "
+                "Job job-node-0: BackoffLimitExceeded: Job has reached the specified backoff limit; "
+                "jobset failed due to one or more job failures (first failed job: job-node-0)\n"
+                f"Last log lines of node-0-0 (pod {pod}, container node):\n"
+                "epoch 1\nTraceback (most recent call last):\nValueError: boom"
+            )
+            # Finished: the record keeps the facts, the lines live in the Failed message only.
+            await wait_for(lambda: not any("logTail" in e for e in failures(env)), what="lines dropped")
+            assert failures(env)[0]["exitCode"] == 3
+            # ... and the operator holds nothing more for it.
+            await wait_for(lambda: not op.failures.records, what="record released")  # type: ignore[union-attr]
+            # A pod torn down after the job failed is a consequence, not a cause.
+            late = create_pod(env, "job", job_index=1, suffix="zzzzz", status=exited(1, stamp(200)))
+            await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
+            assert all(e["pod"] != late for e in failures(env))
+            assert len(pod_failed_events(env)) == 1
 
     run(body)
 
 
 def test_signals_and_oomkilled() -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env):
-                await started_job(env, trainer={"numNodes": 2})
-                segv = create_pod(env, "job", 0, status=exited(139, stamp(10)))
-                oom = create_pod(env, "job", 1, status=exited(137, stamp(11), reason="OOMKilled"))
-                entries = await wait_for(lambda: len(failures(env)) == 2 and failures(env), what="two failures")
-                by_pod = {e["pod"]: e for e in entries}
-                assert (by_pod[segv]["signal"], by_pod[segv]["exitCode"]) == ("SIGSEGV", 139)
-                assert (by_pod[oom]["signal"], by_pod[oom]["reason"]) == ("SIGKILL", "OOMKilled")
-                await fail_jobset(env, job="job-node-1")
-                failed = await wait_for(lambda: condition(env, "Failed"), what="Failed")
-                assert failed["message"].startswith("node-1-0 was OOMKilled (exit code 137); jobset failed")
-                texts = sorted(e["message"].split(" (pod")[0] for e in await wait_for(
-                    lambda: len(pod_failed_events(env)) == 2 and pod_failed_events(env)))  # fmt: skip
-                assert texts == [
-                    "node-0-0 was killed by SIGSEGV (exit code 139)",
-                    "node-1-0 was OOMKilled (exit code 137)",
-                ]
+        async with operator_env() as (env, _):
+            await started_job(env, trainer={"numNodes": 2})
+            segv = create_pod(env, "job", 0, status=exited(139, stamp(10)))
+            oom = create_pod(env, "job", 1, status=exited(137, stamp(11), reason="OOMKilled"))
+            entries = await wait_for(lambda: len(failures(env)) == 2 and failures(env), what="two failures")
+            by_pod = {e["pod"]: e for e in entries}
+            assert (by_pod[segv]["signal"], by_pod[segv]["exitCode"]) == ("SIGSEGV", 139)
+            assert (by_pod[oom]["signal"], by_pod[oom]["reason"]) == ("SIGKILL", "OOMKilled")
+            await fail_jobset(env, job="job-node-1")
+            failed = await wait_for(lambda: condition(env, "Failed"), what="Failed")
+            assert failed["message"].startswith("node-1-0 was OOMKilled (exit code 137); jobset failed")
+            texts = sorted(e["message"].split(" (pod")[0] for e in await wait_for(
+                lambda: len(pod_failed_events(env)) == 2 and pod_failed_events(env)))  # fmt: skip
+            assert texts == [
+                "node-0-0 was killed by SIGSEGV (exit code 139)",
+                "node-1-0 was OOMKilled (exit code 137)",
+            ]
 
     run(body)
 

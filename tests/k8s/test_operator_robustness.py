@@ -13,6 +13,7 @@ from tests.k8s.helpers import (
     client_for,
     fake_env,
     mpi_runtime,
+    operator_env,
     run,
     running_operator,
     torch_runtime,
@@ -117,17 +118,15 @@ def test_restart_mid_burst_converges_without_duplicates_or_losses() -> None:
 
 def test_watch_drop_and_compaction_relist_and_keep_working() -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env) as op:
-                await env.client.create(trainjob("one"))
-                await wait_for(lambda: env.find("jobsets", "one", group=JS))
-                relists = op.trainjobs.relists
-                env.api.store.compact()
-                env.api.store.drop_watches()
-                await wait_for(lambda: op.trainjobs.relists > relists, what="relist after 410")
-                await env.client.create(trainjob("two"))
-                await wait_for(lambda: env.find("jobsets", "two", group=JS), what="JobSet after relist")
+        async with operator_env() as (env, op):
+            await env.client.create(trainjob("one"))
+            await wait_for(lambda: env.find("jobsets", "one", group=JS))
+            relists = op.trainjobs.relists
+            env.api.store.compact()
+            env.api.store.drop_watches()
+            await wait_for(lambda: op.trainjobs.relists > relists, what="relist after 410")
+            await env.client.create(trainjob("two"))
+            await wait_for(lambda: env.find("jobsets", "two", group=JS), what="JobSet after relist")
 
     run(body)
 
@@ -202,50 +201,46 @@ def test_health_ready_and_metrics_endpoints() -> None:
     async def body() -> None:
         import aiohttp
 
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env, health_port=0, health_host="127.0.0.1") as op:
-                await env.client.create(trainjob("job"))
-                await wait_for(lambda: env.find("jobsets", "job", group=JS))
-                await wait_for(lambda: op.metrics.trainjobs_created._value.get() == 1)
-                base = f"http://127.0.0.1:{op.health.port}"
-                async with aiohttp.ClientSession() as http:
-                    for path in ("/healthz", "/readyz"):
-                        async with http.get(base + path) as resp:
-                            assert resp.status == 200
-                    async with http.get(base + "/metrics") as resp:
-                        text = await resp.text()
-                for name in (
-                    "kubetrain_trainjobs_created_total 1.0",
-                    "kubetrain_reconcile_total{",
-                    "kubetrain_workqueue_depth",
-                    "kubetrain_trainjob_jobset_latency_seconds_count 1.0",
-                    "kubetrain_reconcile_duration_seconds_bucket",
-                ):
-                    assert name in text, name
+        async with operator_env(health_port=0, health_host="127.0.0.1") as (env, op):
+            await env.client.create(trainjob("job"))
+            await wait_for(lambda: env.find("jobsets", "job", group=JS))
+            await wait_for(lambda: op.metrics.trainjobs_created._value.get() == 1)
+            base = f"http://127.0.0.1:{op.health.port}"
+            async with aiohttp.ClientSession() as http:
+                for path in ("/healthz", "/readyz"):
+                    async with http.get(base + path) as resp:
+                        assert resp.status == 200
+                async with http.get(base + "/metrics") as resp:
+                    text = await resp.text()
+            for name in (
+                "kubetrain_trainjobs_created_total 1.0",
+                "kubetrain_reconcile_total{",
+                "kubetrain_workqueue_depth",
+                "kubetrain_trainjob_jobset_latency_seconds_count 1.0",
+                "kubetrain_reconcile_duration_seconds_bucket",
+            ):
+                assert name in text, name
 
     run(body)
 
 
 def test_jobset_status_changed_during_a_watch_gap_is_picked_up_by_the_relist() -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env) as op:
-                await env.client.create(trainjob("job"))
-                await wait_for(lambda: env.find("jobsets", "job", group=JS))
-                jobsets = op.caches.owned[("jobset.x-k8s.io/v1alpha2", "JobSet")]
-                relists = jobsets.relists
-                # No await in between: the watches end before they can deliver the change, and the history
-                # that would let them resume past it is compacted away, so only a relist can see it.
-                env.api.store.drop_watches("jobsets")
-                done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "m"}
-                env.api.store.merge_patch(
-                    JS, "jobsets", "default", "job", {"status": {"conditions": [done]}}, "jobset", "status"
-                )
-                env.api.store.compact("jobsets")
-                await wait_for(lambda: jobsets.relists > relists, what="JobSet relist")
-                await wait_for(lambda: conditions(env, "job").get("Complete"), what="Complete after relist")
+        async with operator_env() as (env, op):
+            await env.client.create(trainjob("job"))
+            await wait_for(lambda: env.find("jobsets", "job", group=JS))
+            jobsets = op.caches.owned[("jobset.x-k8s.io/v1alpha2", "JobSet")]
+            relists = jobsets.relists
+            # No await in between: the watches end before they can deliver the change, and the history
+            # that would let them resume past it is compacted away, so only a relist can see it.
+            env.api.store.drop_watches("jobsets")
+            done = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "m"}
+            env.api.store.merge_patch(
+                JS, "jobsets", "default", "job", {"status": {"conditions": [done]}}, "jobset", "status"
+            )
+            env.api.store.compact("jobsets")
+            await wait_for(lambda: jobsets.relists > relists, what="JobSet relist")
+            await wait_for(lambda: conditions(env, "job").get("Complete"), what="Complete after relist")
 
     run(body)
 

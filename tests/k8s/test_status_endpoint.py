@@ -21,7 +21,17 @@ import pytest
 
 from kubetrain.api import progress as P
 from kubetrain.k8s.client import resources as r
-from tests.k8s.helpers import add_pod, fake_env, run, running_operator, token_for, torch_runtime, trainjob, wait_for
+from tests.k8s.helpers import (
+    add_pod,
+    fake_env,
+    operator_env,
+    run,
+    running_operator,
+    token_for,
+    torch_runtime,
+    trainjob,
+    wait_for,
+)
 
 pytest.importorskip("kubeflow.trainer", reason="the kubeflow SDK is not installed")
 
@@ -66,42 +76,40 @@ def sdk_report(url: str, ca_file: Path, token_file: Path) -> subprocess.Complete
 
 def test_pods_are_wired_and_the_official_sdk_reports_into_status(tmp_path: Path) -> None:
     async def body() -> None:
-        async with fake_env() as env:
-            await env.client.create(torch_runtime())
-            async with running_operator(env, status_port=0) as op:
-                assert op.status_endpoint is not None
-                port = op.status_endpoint.port
-                await env.client.create(trainjob("train"))
-                js = await wait_for(lambda: env.find("jobsets", "train", group=JS), what="JobSet")
-                cm = await wait_for(lambda: env.find("configmaps", "train-tls-config", group=""), what="CA")
-                # Every container: the SDK's variables, the projected token (our audience) and the CA volume.
-                wired = env_of(js)
-                path = P.status_path("default", "train")
-                assert wired[P.ENV_URL] == f"https://kubetrain-operator.kubeflow-system.svc:{port}{path}"
-                assert wired[P.ENV_TOKEN] == "/var/run/secrets/kubeflow/trainer/token"
-                assert wired[P.ENV_CA_CERT] == "/var/run/secrets/kubeflow/trainer/ca.crt"
-                pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-                (vol,) = [v for v in pod_spec["volumes"] if v["name"] == P.VOLUME_NAME]
-                sources = vol["projected"]["sources"]
-                assert sources[0]["serviceAccountToken"]["audience"] == "trainer.kubeflow.org"
-                assert sources[1]["configMap"]["name"] == "train-tls-config"
-                assert cm["data"]["ca.crt"] == op.status_endpoint.certs.ca_pem
-                assert cm["metadata"]["ownerReferences"][0]["name"] == "train"
+        async with operator_env(status_port=0) as (env, op):
+            assert op.status_endpoint is not None
+            port = op.status_endpoint.port
+            await env.client.create(trainjob("train"))
+            js = await wait_for(lambda: env.find("jobsets", "train", group=JS), what="JobSet")
+            cm = await wait_for(lambda: env.find("configmaps", "train-tls-config", group=""), what="CA")
+            # Every container: the SDK's variables, the projected token (our audience) and the CA volume.
+            wired = env_of(js)
+            path = P.status_path("default", "train")
+            assert wired[P.ENV_URL] == f"https://kubetrain-operator.kubeflow-system.svc:{port}{path}"
+            assert wired[P.ENV_TOKEN] == "/var/run/secrets/kubeflow/trainer/token"
+            assert wired[P.ENV_CA_CERT] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+            pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            (vol,) = [v for v in pod_spec["volumes"] if v["name"] == P.VOLUME_NAME]
+            sources = vol["projected"]["sources"]
+            assert sources[0]["serviceAccountToken"]["audience"] == "trainer.kubeflow.org"
+            assert sources[1]["configMap"]["name"] == "train-tls-config"
+            assert cm["data"]["ca.crt"] == op.status_endpoint.certs.ca_pem
+            assert cm["metadata"]["ownerReferences"][0]["name"] == "train"
 
-                pod = await add_pod(env, "train")
-                token = await token_for(env, pod)
-                (tmp_path / "ca.crt").write_text(cm["data"]["ca.crt"])
-                (tmp_path / "token").write_text(token)
-                import asyncio
+            pod = await add_pod(env, "train")
+            token = await token_for(env, pod)
+            (tmp_path / "ca.crt").write_text(cm["data"]["ca.crt"])
+            (tmp_path / "token").write_text(token)
+            import asyncio
 
-                done = await asyncio.to_thread(
-                    sdk_report, f"https://127.0.0.1:{port}{path}", tmp_path / "ca.crt", tmp_path / "token"
-                )
-                assert done.returncode == 0, done.stdout + done.stderr
-                ts = await wait_for(lambda: env.get("trainjobs", "train").get("status", {}).get("trainerStatus"))
-                assert ts["progressPercentage"] == 42 and ts["estimatedRemainingSeconds"] == 120
-                assert ts["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
-                assert ts["lastUpdatedTime"].endswith("Z")
+            done = await asyncio.to_thread(
+                sdk_report, f"https://127.0.0.1:{port}{path}", tmp_path / "ca.crt", tmp_path / "token"
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            ts = await wait_for(lambda: env.get("trainjobs", "train").get("status", {}).get("trainerStatus"))
+            assert ts["progressPercentage"] == 42 and ts["estimatedRemainingSeconds"] == 120
+            assert ts["metrics"] == [{"name": "loss", "value": "0.123"}, {"name": "accuracy", "value": "0.95"}]
+            assert ts["lastUpdatedTime"].endswith("Z")
 
     run(body)
 

@@ -189,20 +189,39 @@ def userns_usable(pw: pwd.struct_passwd) -> str | None:
     return None if r.returncode == 0 else r.stderr.strip()
 
 
-@needs_torch
-@pytest.mark.slow
-def test_ddp_2_nodes_x_2_procs_as_an_unprivileged_user(account: pwd.struct_passwd) -> None:
+KUBETRAIN = [sys.executable, "-m", "kubetrain.cli.main"]
+
+
+@pytest.fixture
+def pod_user(account: pwd.struct_passwd) -> pwd.struct_passwd:
+    """The account, when it may run pods: unprivileged user namespaces work here (otherwise the test skips)."""
     problem = userns_usable(account)
     if problem:
         pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
-    job = Path(account.pw_dir) / "ddp-job"
+    return account
+
+
+def job_dir(account: pwd.struct_passwd, name: str, files: dict[str, str] | None = None, *,
+            copy_of: Path | None = None) -> Path:
+    """A fresh folder in the account's home holding ``files`` (or a copy of ``copy_of``), owned by the account."""
+    job = Path(account.pw_dir) / name
     shutil.rmtree(job, ignore_errors=True)
-    job.mkdir()
-    (job / "ddp.py").write_text(DDP_SCRIPT)
-    (job / "trainjob.yaml").write_text(TRAINJOB)
+    if copy_of is not None:
+        shutil.copytree(copy_of, job)
+    else:
+        job.mkdir()
+    for file, text in (files or {}).items():
+        (job / file).write_text(text)
     for p in (job, *job.iterdir()):
         os.chown(p, account.pw_uid, account.pw_gid)
-    kubetrain = [sys.executable, "-m", "kubetrain.cli.main"]
+    return job
+
+
+@needs_torch
+@pytest.mark.slow
+def test_ddp_2_nodes_x_2_procs_as_an_unprivileged_user(pod_user: pwd.struct_passwd) -> None:
+    account, kubetrain = pod_user, KUBETRAIN
+    job = job_dir(account, "ddp-job", {"ddp.py": DDP_SCRIPT, "trainjob.yaml": TRAINJOB})
     r = as_user(account, [*kubetrain, "run", "-f", "trainjob.yaml"], env=user_env(account), cwd=str(job))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "needs root" not in r.stderr
@@ -322,17 +341,9 @@ spec:
 """
 
 
-def test_readiness_probes_and_pod_hostnames_as_an_unprivileged_user(account: pwd.struct_passwd) -> None:
-    problem = userns_usable(account)
-    if problem:
-        pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
-    job = Path(account.pw_dir) / "probes-job"
-    shutil.rmtree(job, ignore_errors=True)
-    job.mkdir()
-    (job / "probes.yaml").write_text(PROBES)
-    for p in (job, *job.iterdir()):
-        os.chown(p, account.pw_uid, account.pw_gid)
-    kubetrain = [sys.executable, "-m", "kubetrain.cli.main"]
+def test_readiness_probes_and_pod_hostnames_as_an_unprivileged_user(pod_user: pwd.struct_passwd) -> None:
+    account, kubetrain = pod_user, KUBETRAIN
+    job = job_dir(account, "probes-job", {"probes.yaml": PROBES})
     r = as_user(account, [*kubetrain, "run", "-f", "probes.yaml"], env=user_env(account), cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"[node-0/0] got hi as {account.pw_uid}" in r.stdout, r.stdout
@@ -340,16 +351,9 @@ def test_readiness_probes_and_pod_hostnames_as_an_unprivileged_user(account: pwd
 
 
 @needs_mpi
-def test_mpi_example_as_an_unprivileged_user(account: pwd.struct_passwd) -> None:
-    problem = userns_usable(account)
-    if problem:
-        pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
-    job = Path(account.pw_dir) / "mpi-job"
-    shutil.rmtree(job, ignore_errors=True)
-    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "mpi", job)
-    for p in (job, *job.iterdir()):
-        os.chown(p, account.pw_uid, account.pw_gid)
-    kubetrain = [sys.executable, "-m", "kubetrain.cli.main"]
+def test_mpi_example_as_an_unprivileged_user(pod_user: pwd.struct_passwd) -> None:
+    account, kubetrain = pod_user, KUBETRAIN
+    job = job_dir(account, "mpi-job", copy_of=Path(__file__).resolve().parents[2] / "examples" / "mpi")
     r = as_user(account, [*kubetrain, "run", "-f", "trainjob.yaml"], env=user_env(account), cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("sum of ranks = 6") == 4, r.stdout
@@ -394,15 +398,10 @@ print(f"lookup took {time.monotonic() - t:.1f}s")
 """
 
 
-def test_pod_network_and_name_lookups_as_an_unprivileged_user(account: pwd.struct_passwd) -> None:
+def test_pod_network_and_name_lookups_as_an_unprivileged_user(pod_user: pwd.struct_passwd) -> None:
     """Rootless: each pod has its own address, and a name that resolves nowhere fails at once (with outbound
     network or without): it never waits out a resolver's timeout."""
-    problem = userns_usable(account)
-    if problem:
-        pytest.skip(f"unprivileged user namespaces are not available here: {problem}")
-    job = Path(account.pw_dir) / "net-job"
-    shutil.rmtree(job, ignore_errors=True)
-    job.mkdir()
+    account, kubetrain = pod_user, KUBETRAIN
     outbound = shutil.which("slirp4netns") is not None and shutil.which("nft", path="/usr/sbin:/sbin") is not None
     accepted: list[bytes] = []
     server = None
@@ -414,11 +413,7 @@ def test_pod_network_and_name_lookups_as_an_unprivileged_user(account: pwd.struc
         server = socket.create_server((host_ip, 0))
         threading.Thread(target=lambda: accepted.append(server.accept()[0].recv(32)), daemon=True).start()
     where = f"{server.getsockname()[0]}:{server.getsockname()[1]}" if server is not None else ""
-    (job / "net.yaml").write_text(NETWORK.replace("HOSTSERVER", f'"{where}"'))
-    (job / "net.py").write_text(NET_PY)
-    for p in (job, *job.iterdir()):
-        os.chown(p, account.pw_uid, account.pw_gid)
-    kubetrain = [sys.executable, "-m", "kubetrain.cli.main"]
+    job = job_dir(account, "net-job", {"net.yaml": NETWORK.replace("HOSTSERVER", f'"{where}"'), "net.py": NET_PY})
     env = user_env(account)
     r = as_user(account, [*kubetrain, "run", "-f", "net.yaml"], env=env, cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
