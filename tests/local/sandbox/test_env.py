@@ -11,6 +11,17 @@ from ..fixtures import CONFIGMAP, SECRET, jobset, rj
 
 
 class TestEnv:
+    def test_an_indexed_job_gives_every_container_job_completion_index_as_the_job_controller_does(self) -> None:
+        plan = build_plan(jobset([rj("node", completions=3)]))
+        pod = plan.pods()[2]
+        meta = pod.meta("team", "uid", 0)
+        cm = ObjectIndex([{**CONFIGMAP, "data": {"JOB_COMPLETION_INDEX": "from-configmap"}}])
+        from_cm = {"name": "node", "envFrom": [{"configMapRef": {"name": CONFIGMAP["metadata"]["name"]}}]}
+        assert container_env(from_cm, meta, cm, base={}, pod_ip=pod.address, where="c")["JOB_COMPLETION_INDEX"] == "2"
+        own = {"name": "node", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "mine"}]}
+        assert container_env(own, meta, ObjectIndex([]), base={}, pod_ip=pod.address, where="c")[
+            "JOB_COMPLETION_INDEX"] == "mine"
+
     def test_field_refs_resolve_completion_index_name_namespace_and_jobset_label(self) -> None:
         plan = build_plan(jobset([rj("node", completions=2)]))
         pod = plan.pods()[1]
@@ -39,7 +50,8 @@ class TestEnv:
         env = container_env(
             c, pod.meta("team", "uid", 0), ObjectIndex([]), base={}, pod_ip=pod.address, where="c"
         )
-        assert env == {"RANK": "1", "JS": "tj", "POD": "tj-node-0-1", "NS": "team", "IP": pod.address}
+        assert env == {"RANK": "1", "JS": "tj", "POD": "tj-node-0-1", "NS": "team", "IP": pod.address,
+                       "JOB_COMPLETION_INDEX": "1"}
 
     def test_secret_and_configmap_refs_and_env_from(self) -> None:
         c = {

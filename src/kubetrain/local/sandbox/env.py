@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kubetrain.api.constants import ANNOTATION_COMPLETION_INDEX
 from kubetrain.api.errors import KubetrainError
 
 _FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
@@ -31,6 +32,7 @@ class MissingReference(EnvError):
 
 
 CONFIG_ERROR = "CreateContainerConfigError"  # env / envFrom: the container cannot be created
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 MOUNT_WAIT = "ContainerCreating"  # a configMap/secret volume cannot be set up (event FailedMount)
 
 
@@ -179,6 +181,11 @@ def container_env(
             raise EnvError(f"{path}.valueFrom: unsupported source {sorted(vf)}")
         if value is not None:
             declared[name] = value
+    index_value = (meta.get("annotations") or {}).get(ANNOTATION_COMPLETION_INDEX)
+    if index_value is not None and not any(v.get("name") == JOB_COMPLETION_INDEX for v in container.get("env") or []):
+        # The Job controller appends it to every container of an Indexed Job (a fieldRef to the annotation), so
+        # it wins over envFrom and loses to the container's own entry of that name.
+        declared[JOB_COMPLETION_INDEX] = str(index_value)
     env.update(declared)
     return env
 
