@@ -191,8 +191,22 @@ def test_local_directory_and_file(tmp_path: Path) -> None:
         ("file://data/x", "error: STORAGE_URI 'file://data/x': a file:// URI names an absolute path, with three "
                           "slashes (fix: write file:///data/x)"),
         ("file:///no/such/dir", "error: STORAGE_URI file:///no/such/dir: /no/such/dir does not exist"),
-        ("gs://bucket/x", "error: STORAGE_URI 'gs://bucket/x': unsupported scheme gs:// (fix: use "
-                          "hf://<owner>/<name> or file:///<absolute path>)"),
+        # Upstream #3826 (86ddfaf4f): the error names the scheme and the ones that work; here also where the value
+        # comes from, and for a URI without a scheme what it would be with one.
+        ("gs://bucket/x", "error: STORAGE_URI 'gs://bucket/x': unsupported scheme gs://; kubetrain's initializer "
+                          "fetches hf:// and file:// (fix: set spec.initializer.dataset.storageUri (or STORAGE_URI "
+                          "of the dataset-initializer container) to hf://<owner>/<name> or file:///<absolute path>)"),
+        ("tatsu-lab/alpaca", "error: STORAGE_URI 'tatsu-lab/alpaca' has no scheme, so no provider can fetch it; "
+                             "kubetrain's initializer fetches hf:// and file:// (fix: set "
+                             "spec.initializer.dataset.storageUri (or STORAGE_URI of the dataset-initializer "
+                             "container) to hf://tatsu-lab/alpaca, or to hf://<owner>/<name> or file:///<absolute "
+                             "path>)"),
+        ("/data/alpaca", "error: STORAGE_URI '/data/alpaca' has no scheme, so no provider can fetch it; kubetrain's "
+                         "initializer fetches hf:// and file:// (fix: set spec.initializer.dataset.storageUri (or "
+                         "STORAGE_URI of the dataset-initializer container) to file:///data/alpaca, or to "
+                         "hf://<owner>/<name> or file:///<absolute path>)"),
+        ("   ", "error: STORAGE_URI is not set: the initializer does not know what to fetch (fix: set "
+                "spec.initializer.dataset.storageUri in the TrainJob"),
         ("s3://bucket/x", "error: STORAGE_URI 's3://bucket/x': s3:// is served by upstream's initializer images"),
         ("hf://bad repo/x y", "error: STORAGE_URI 'hf://bad repo/x y': 'bad repo/x y' is not a valid repository id"),
     ],
@@ -202,6 +216,8 @@ def test_bad_storage_uri_is_one_line_and_permanent(uri: str, message: str, tmp_p
     assert proc.returncode == EXIT_PERMANENT, proc.stdout + proc.stderr
     assert last_line(proc).startswith(message)
     assert "Traceback" not in proc.stdout + proc.stderr
+    # Nothing was fetched, nor anything created where it would have gone.
+    assert not (tmp_path / "d").exists()
 
 
 def test_usage() -> None:
