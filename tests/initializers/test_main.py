@@ -20,6 +20,7 @@ pytest.importorskip("huggingface_hub", reason="hf:// needs huggingface_hub (.[in
 TOKEN = "hf_test_token_0123456789"
 MODEL = "meta-llama/Llama-3.2-1B-Instruct"
 DATASET = "tatsu-lab/alpaca"
+GGUF = "acme/Llama-3.2-1B-Instruct-GGUF"
 
 
 def write(root: Path, rel: str, data: bytes) -> None:
@@ -45,6 +46,8 @@ def hub(tmp_path: Path) -> Iterator[tuple[Hub, str]]:
     write(dataset, "README.md", b"# alpaca")
     write(dataset, "data/train-00000-of-00001.parquet", os.urandom(2048))
     write(root / "models" / "acme/private-model", "config.json", b"{}")
+    write(root / "models" / GGUF, "llama-3.2-1b-instruct-q4_k_m.gguf", b"GGUF" + os.urandom(1024))
+    write(root / "models" / GGUF, "README.md", b"# quantized")
     h = Hub(root, token=TOKEN, gated=("acme/private-model",))
     server = serve(h)
     yield h, f"http://127.0.0.1:{server.server_address[1]}"
@@ -81,6 +84,18 @@ def test_model_from_the_hub_lands_where_upstream_puts_it_with_upstreams_file_fil
     assert (out / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
     assert any(p.endswith(f"/api/models/{MODEL}/revision/main") for _, p, _ in h.requests)
     assert "done repo=meta-llama/Llama-3.2-1B-Instruct" in proc.stdout
+
+
+def test_a_gguf_only_model_repository_is_fetched(hub: tuple[Hub, str], tmp_path: Path) -> None:
+    """Quantized repositories hold only ``*.gguf`` weights; upstream's model initializer fetches them since
+    kubeflow/trainer#3910 (3028835b1), where before it downloaded none of the weights."""
+    h, url = hub
+    out = tmp_path / "gguf"
+    proc = run_init("model", {"STORAGE_URI": f"hf://{GGUF}", "HF_ENDPOINT": url, "OUTPUT_PATH": str(out)}, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert files(out) == {"llama-3.2-1b-instruct-q4_k_m.gguf"}
+    name = "llama-3.2-1b-instruct-q4_k_m.gguf"
+    assert (out / name).read_bytes() == (h.root / "models" / GGUF / name).read_bytes()
 
 
 def test_dataset_uri_fetches_the_whole_repository_and_honours_ignore_patterns(
@@ -176,8 +191,22 @@ def test_local_directory_and_file(tmp_path: Path) -> None:
         ("file://data/x", "error: STORAGE_URI 'file://data/x': a file:// URI names an absolute path, with three "
                           "slashes (fix: write file:///data/x)"),
         ("file:///no/such/dir", "error: STORAGE_URI file:///no/such/dir: /no/such/dir does not exist"),
-        ("gs://bucket/x", "error: STORAGE_URI 'gs://bucket/x': unsupported scheme gs:// (fix: use "
-                          "hf://<owner>/<name> or file:///<absolute path>)"),
+        # Upstream #3826 (86ddfaf4f): the error names the scheme and the ones that work; here also where the value
+        # comes from, and for a URI without a scheme what it would be with one.
+        ("gs://bucket/x", "error: STORAGE_URI 'gs://bucket/x': unsupported scheme gs://; kubetrain's initializer "
+                          "fetches hf:// and file:// (fix: set spec.initializer.dataset.storageUri (or STORAGE_URI "
+                          "of the dataset-initializer container) to hf://<owner>/<name> or file:///<absolute path>)"),
+        ("tatsu-lab/alpaca", "error: STORAGE_URI 'tatsu-lab/alpaca' has no scheme, so no provider can fetch it; "
+                             "kubetrain's initializer fetches hf:// and file:// (fix: set "
+                             "spec.initializer.dataset.storageUri (or STORAGE_URI of the dataset-initializer "
+                             "container) to hf://tatsu-lab/alpaca, or to hf://<owner>/<name> or file:///<absolute "
+                             "path>)"),
+        ("/data/alpaca", "error: STORAGE_URI '/data/alpaca' has no scheme, so no provider can fetch it; kubetrain's "
+                         "initializer fetches hf:// and file:// (fix: set spec.initializer.dataset.storageUri (or "
+                         "STORAGE_URI of the dataset-initializer container) to file:///data/alpaca, or to "
+                         "hf://<owner>/<name> or file:///<absolute path>)"),
+        ("   ", "error: STORAGE_URI is not set: the initializer does not know what to fetch (fix: set "
+                "spec.initializer.dataset.storageUri in the TrainJob"),
         ("s3://bucket/x", "error: STORAGE_URI 's3://bucket/x': s3:// is served by upstream's initializer images"),
         ("hf://bad repo/x y", "error: STORAGE_URI 'hf://bad repo/x y': 'bad repo/x y' is not a valid repository id"),
     ],
@@ -187,6 +216,8 @@ def test_bad_storage_uri_is_one_line_and_permanent(uri: str, message: str, tmp_p
     assert proc.returncode == EXIT_PERMANENT, proc.stdout + proc.stderr
     assert last_line(proc).startswith(message)
     assert "Traceback" not in proc.stdout + proc.stderr
+    # Nothing was fetched, nor anything created where it would have gone.
+    assert not (tmp_path / "d").exists()
 
 
 def test_usage() -> None:

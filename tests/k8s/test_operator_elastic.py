@@ -283,3 +283,77 @@ def test_an_operator_restart_mid_scale_counts_the_budget_once_and_genuine_failur
                 assert js["metadata"]["annotations"]["kubetrain.dev/recreation"] == "2"
 
     run(body)
+
+
+FAILED_JOBSET = {"type": "Failed", "status": "True", "reason": "FailedJobs",
+                 "message": "jobset failed due to one or more job failures",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+
+
+def test_a_jobset_that_failed_before_the_operator_saw_it_is_never_resized_or_recreated() -> None:
+    """Upstream #3891 (a Failed TrainJob stays terminal: no new JobSet, no fresh restart budget) on kubetrain's own
+    path to a new JobSet: a scale. The JobSet fails after its restarts while the operator's cache still shows it
+    running, and a new numNodes arrives then: the operator must see that the JobSet ended (its fresh copy) and
+    leave it, so the TrainJob ends Failed with that JobSet, its budget spent."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(maxRestarts=3))
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+                first = env.get("jobsets", "el", group=JOBSET)
+                env.api.store.hold_watches("jobsets")  # the operator's cache still shows it running
+                await env.client.patch_status(r.JOBSET, "el", "default", {"restarts": 2, "conditions": [FAILED_JOBSET]})
+                env.api.inject("PUT", r"/jobsets/el(\?|$)", 422, times=1000)  # JobSet refuses to resize it
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+                # (Without the check, the operator deleted the failed JobSet to re-create it, counting its restarts
+                # into status.scaling, and never settled while its cache still showed that JobSet.)
+                await wait_for(lambda: settled(op, env, "el"), what="the operator settled on the new numNodes")
+                env.api.store.release_watches("jobsets")
+
+                def failed() -> dict[str, Any] | None:
+                    conds = (env.get("trainjobs", "el").get("status") or {}).get("conditions") or []
+                    return next((c for c in conds if c["type"] == "Failed"), None)
+
+                cond = await wait_for(failed, what="Failed")
+                assert (cond["status"], cond["reason"]) == ("True", "FailedJobs")
+                # More reconciles (a label, as any client may add) change nothing.
+                await env.client.merge_patch(r.TRAINJOB, "el", "default", {"metadata": {"labels": {"poke": "1"}}})
+                await wait_for(lambda: settled(op, env, "el"), what="settled")
+                js = env.get("jobsets", "el", group=JOBSET)
+                assert js["metadata"]["uid"] == first["metadata"]["uid"]
+                assert "deletionTimestamp" not in js["metadata"]
+                assert (node_job(env, "el")["parallelism"], js["status"]["restarts"]) == (2, 2)
+                assert "scaling" not in env.get("trainjobs", "el")["status"]
+                assert scaled_messages(env) == []
+
+    run(body)
+
+
+def test_a_trainjob_whose_failed_jobset_the_operator_finds_at_start_is_not_scaled() -> None:
+    """The same with the operator down while the JobSet fails and the scale is written: at start its cache
+    already shows the JobSet Failed, next to the new numNodes."""
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(elastic_runtime(maxRestarts=3))
+            await env.client.create(trainjob("el", runtime="elastic", trainer={"numNodes": 2}))
+            async with running_operator(env):
+                await wait_for(lambda: env.find("jobsets", "el", group=JOBSET), what="JobSet")
+            await env.client.patch_status(r.JOBSET, "el", "default", {"restarts": 3, "conditions": [FAILED_JOBSET]})
+            await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 3}}})
+            failed_js = env.get("jobsets", "el", group=JOBSET)
+            async with running_operator(env) as op:
+                await wait_for(lambda: any(c["type"] == "Failed" for c in
+                                           (env.get("trainjobs", "el").get("status") or {}).get("conditions") or []),
+                               what="Failed")  # fmt: skip
+                await wait_for(lambda: settled(op, env, "el"), what="settled")
+                # Not resized in place either (the in-memory API server would take the PUT): untouched.
+                js = env.get("jobsets", "el", group=JOBSET)
+                assert js["metadata"]["resourceVersion"] == failed_js["metadata"]["resourceVersion"]
+                assert node_job(env, "el")["parallelism"] == 2
+                assert "scaling" not in env.get("trainjobs", "el")["status"]
+                assert scaled_messages(env) == []
+
+    run(body)

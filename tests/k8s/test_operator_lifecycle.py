@@ -139,6 +139,37 @@ def test_finished_trainjob_is_never_recreated_after_its_jobset_is_gone() -> None
     run(body)
 
 
+def test_failed_trainjob_stays_failed_and_its_jobset_is_never_recreated() -> None:
+    """Upstream #3891: a TrainJob whose JobSet failed after spending its restarts stays Failed; with that JobSet
+    gone, no new one (with a fresh restart budget) is made, however often the TrainJob is reconciled."""
+
+    async def body() -> None:
+        async with operator_env() as (env, op):
+            await env.client.create(trainjob("job"))
+            await wait_for(lambda: env.find("jobsets", "job", group=JS), what="JobSet")
+            failed = {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts",
+                      "message": "jobset failed due to reaching max number of restarts",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+            await set_jobset_status(env, "job", {"restarts": 3, "conditions": [failed]})
+
+            def failed_cond() -> dict | None:
+                conds = (env.get("trainjobs", "job").get("status") or {}).get("conditions") or []
+                return next((c for c in conds if c["type"] == "Failed"), None)
+
+            first = await wait_for(failed_cond, what="Failed")
+            await env.client.delete(r.JOBSET, "job", "default")  # e.g. JobSet's own TTL, or a person
+            for i in range(3):  # any change to the TrainJob reconciles it again
+                await env.client.merge_patch(r.TRAINJOB, "job", "default", {"metadata": {"labels": {"poke": str(i)}}})
+            await wait_for(lambda: ((op.trainjobs.get("default", "job") or {}).get("metadata", {}).get("labels") or {})
+                           .get("poke") == "2" and len(op.queue) == 0 and op.queue.processing == 0,
+                           what="the last change reconciled")  # fmt: skip
+            assert env.find("jobsets", "job", group=JS) is None
+            assert failed_cond() == first
+            assert (first["status"], first["reason"]) == ("True", "ReachedMaxRestarts")
+
+    run(body)
+
+
 def test_suspend_and_resume_reapply_the_jobset_with_conditions() -> None:
     async def body() -> None:
         async with operator_env() as (env, _):

@@ -159,3 +159,25 @@ def test_the_deadline_clock_waits_while_queued_and_starts_at_admission() -> None
     admitted = {**_held_jobset(), "spec": {"suspend": False}}
     running = st.compute(job, admitted, T0 + dt.timedelta(hours=2, seconds=10))
     assert running.deadline.requeue_after == 60
+
+
+def test_a_failed_trainjob_stays_failed_whatever_its_jobset_shows_later() -> None:
+    """Upstream #3891: nothing in a status sync takes ``Failed`` away, with the JobSet gone or running again."""
+    failed = {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m",
+              "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    job = tj()
+    job["status"] = {"conditions": [failed]}
+    running = {"status": {"conditions": [{"type": "Failed", "status": "False"}], "restarts": 0}}
+    for jobset in (None, running):
+        update = st.compute(job, jobset, T0 + dt.timedelta(hours=1))
+        assert update.status["conditions"] == [failed] and not update.changed
+
+
+def test_jobset_finished_names_the_terminal_condition() -> None:
+    def js(*conds: tuple[str, str]) -> dict:
+        return {"status": {"conditions": [{"type": t, "status": s} for t, s in conds]}}
+
+    assert st.jobset_finished(None) is None
+    assert st.jobset_finished(js(("StartupPolicyCompleted", "True"), ("Failed", "False"))) is None
+    assert st.jobset_finished(js(("Suspended", "False"), ("Failed", "True"))) == "Failed"
+    assert st.jobset_finished(js(("Completed", "True"))) == "Completed"

@@ -22,6 +22,7 @@ from tests.local.conftest import (
     needs_torch,
     py,
     rjob,
+    run_to_end,
     runtime,
     trainjob,
 )
@@ -153,6 +154,45 @@ def test_scale_is_refused_for_a_static_runtime_and_a_finished_job(
     wait_for(lambda: condition(stored_status(backend, "st"), "Complete"), "Complete")
     with pytest.raises(KubetrainError, match=r'trainjob "st" has finished \(Complete\)'):
         backend.scale_trainjob("st", "default", 2)
+
+
+def test_a_failed_elastic_job_stays_failed_with_its_restarts_spent(backend: LocalBackend, tmp_path: Path) -> None:
+    """Upstream #3891 here: a TrainJob that failed after its JobSet's last restart is never run again, nor rebuilt
+    for another node count: ``scale`` and ``apply`` of a new numNodes are refused, and what ran (its objects, its
+    restart count) stays as it ended. ``run --replace`` is the way to run it again."""
+    rt = runtime(
+        "el-broken",
+        [rjob("node", [container(py("raise SystemExit(1)"))], ancestor="trainer")],
+        ml={"torch": {"numProcPerNode": 1, "elasticPolicy": {"minNodes": 1, "maxNodes": 3, "maxRestarts": 0}}},
+        failurePolicy={"maxRestarts": 1},
+    )
+    tj = trainjob("elf", "el-broken", trainer={"numNodes": 1})
+    st = run_to_end(backend, [rt, tj], tmp_path)
+    failed = condition(st, "Failed")
+    assert failed is not None and failed["reason"] == "ReachedMaxRestarts", st
+    row = backend.store.get_trainjob("default", "elf")
+    assert row is not None and backend.restarts("elf", "default") == 1
+
+    with pytest.raises(KubetrainError) as err:
+        backend.apply([trainjob("elf", "el-broken", trainer={"numNodes": 2})], namespace="default",
+                      workdir=str(tmp_path), detach=True)
+    assert str(err.value) == (
+        'TrainJob "elf" is invalid: spec.trainer.numNodes: the TrainJob has finished (Failed) and its JobSet never '
+        "runs again (1 -> 2). Fix: `kubetrain run --replace` runs it again as a new TrainJob, or apply it under a "
+        "new metadata.name"
+    )
+    with pytest.raises(KubetrainError, match=r'trainjob "elf" has finished \(Failed\)'):
+        backend.scale_trainjob("elf", "default", 2)
+    after = backend.store.get_trainjob("default", "elf")
+    assert after is not None
+    assert (after.objects, after.trainjob) == (row.objects, row.trainjob)
+    assert backend.restarts("elf", "default") == 1
+    # What does not rebuild its pods still applies to a finished TrainJob, as on a cluster.
+    labelled = trainjob("elf", "el-broken", trainer={"numNodes": 1})
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert backend.apply([labelled], namespace="default", workdir=str(tmp_path), detach=True) == [
+        "trainjob/elf configured"]
+    assert condition(stored_status(backend, "elf"), "Failed") == failed
 
 
 def test_cpu_autoscaling_scales_up_and_back_down(

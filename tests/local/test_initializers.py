@@ -211,8 +211,9 @@ def test_hf_from_a_hub_with_the_token_from_a_secret(kt_home: Path, tmp_path: Pat
     ("case", "initializer", "failed_step", "message"),
     [
         ("scheme", {"dataset": {"storageUri": "gs://bucket/alpaca"}}, "dataset-initializer",
-         "STORAGE_URI 'gs://bucket/alpaca': unsupported scheme gs:// (fix: use hf://<owner>/<name> or "
-         "file:///<absolute path>)"),
+         "STORAGE_URI 'gs://bucket/alpaca': unsupported scheme gs://; kubetrain's initializer fetches hf:// and "
+         "file:// (fix: set spec.initializer.dataset.storageUri (or STORAGE_URI of the dataset-initializer "
+         "container) to hf://<owner>/<name> or file:///<absolute path>)"),
         ("missing", {"dataset": {"storageUri": "hf://tatsu-lab/no-such-dataset"}}, "dataset-initializer",
          "dataset tatsu-lab/no-such-dataset on http://{name}-hub-0-0.{name}:8080 was not found without "
          "an ACCESS_TOKEN (it does not exist, or it is private)"),

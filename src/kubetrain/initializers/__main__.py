@@ -68,9 +68,27 @@ def _fetch(settings: Settings) -> str:
             "container a command",
             permanent=True,
         )
-    raise InitializerError(
-        f"STORAGE_URI {settings.storage_uri!r}: unsupported scheme {scheme + '://' if scheme else '(none)'}",
-        "use hf://<owner>/<name> or file:///<absolute path>",
+    raise unsupported_scheme(settings, scheme)
+
+
+def unsupported_scheme(settings: Settings, scheme: str) -> InitializerError:
+    """The error for a STORAGE_URI no provider serves: which scheme it has (or that it has none), the schemes that
+    work, and where the value comes from, with the value rewritten when the intent is plain (upstream #3826 made its
+    initializers name the scheme and the supported ones instead of failing bare)."""
+    uri = settings.storage_uri
+    where = f"spec.initializer.{settings.step}.storageUri (or STORAGE_URI of the {settings.step}-initializer container)"
+    if not scheme:
+        # A bare path or repository name: say what it would be with a scheme in front.
+        guess = f"file://{uri}" if uri.startswith("/") else f"hf://{uri.lstrip('/')}"
+        return InitializerError(
+            f"STORAGE_URI {uri!r} has no scheme, so no provider can fetch it; kubetrain's initializer fetches hf:// "
+            "and file://",
+            f"set {where} to {guess}, or to hf://<owner>/<name> or file:///<absolute path>",
+            permanent=True,
+        )
+    return InitializerError(
+        f"STORAGE_URI {uri!r}: unsupported scheme {scheme}://; kubetrain's initializer fetches hf:// and file://",
+        f"set {where} to hf://<owner>/<name> or file:///<absolute path>",
         permanent=True,
     )
 

@@ -243,6 +243,10 @@ class TrainJobReconciler:
         if kind == "JobSet" and live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
             return  # being deleted to change its node count: created again once it is gone
         if kind == "JobSet" and live is not None and is_elastic and elastic.node_count(live) != elastic.node_count(obj):
+            if st.jobset_finished(live) is not None:
+                # A JobSet that ended is what its TrainJob ended with (this pass's status says so): resizing or
+                # re-creating it would run the job again with a fresh restart budget (upstream #3891).
+                return
             await self.scaler.rescale(wire, live, obj)  # the next reconcile (its watch event) does the rest
             return
         if kind == "JobSet" and live is None:

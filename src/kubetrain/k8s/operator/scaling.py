@@ -38,6 +38,7 @@ from kubetrain.k8s.client import ApiError, Client, Conflict
 from kubetrain.k8s.client.resources import JOBSET, POD, TRAINJOB
 from kubetrain.k8s.operator.events import EventRecorder
 from kubetrain.k8s.operator.informer import Informer
+from kubetrain.k8s.operator.status import jobset_finished
 from kubetrain.k8s.pods import failures as pod_failures
 
 log = logging.getLogger("kubetrain.operator.scaling")
@@ -123,6 +124,14 @@ class JobSetScaler:
         if (live.get("metadata") or {}).get("deletionTimestamp"):
             # Already going (our re-creation, whose watch event the cache has not shown yet): its watch events
             # bring the reconcile that creates it again. Scaling it once more would count its budget twice.
+            return
+        ended = jobset_finished(live)
+        if ended is not None:
+            # It ended after the cache last saw it: its watch event brings the reconcile that finishes the
+            # TrainJob. A finished JobSet is never resized or re-created (upstream #3891: a Failed TrainJob stays
+            # terminal, its restart budget spent).
+            log.info("JobSet %s: not scaled %s -> %s", ended, before, after,
+                     extra={"object": f"TrainJob {meta.get('namespace')}/{meta.get('name')}"})
             return
         resized = _resized(live, desired)
         if resized is not None:

@@ -102,6 +102,15 @@ def jobset_failed(jobset: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+def jobset_finished(jobset: dict[str, Any] | None) -> str | None:
+    """``Completed`` or ``Failed`` when the JobSet has ended (that condition True), else None. JobSet never runs a
+    finished JobSet again, so its TrainJob is about to finish too, whether or not its status says so yet."""
+    for js_cond in ((jobset or {}).get("status") or {}).get("conditions") or []:
+        if js_cond.get("type") in _JOBSET_TERMINAL and js_cond.get("status") == "True":
+            return str(js_cond["type"])
+    return None
+
+
 def apply_jobset(
     status: dict[str, Any],
     conditions: list[dict[str, Any]],

@@ -71,7 +71,7 @@ def update(store: Store, row: TrainJobRow, new: TrainJob) -> str:
     """Store ``new`` as the next version of ``row``'s TrainJob; ``configured`` or ``unchanged``."""
     from kubetrain.api import TrainJob
     from kubetrain.compiler import compile_trainjob, ecdsa_keygen, resolve_runtime, validate_trainjob
-    from kubetrain.local.submit.updates import merged, num_nodes, plan_update
+    from kubetrain.local.submit.updates import finished_rebuild, merged, num_nodes, plan_update
 
     old_wire = TrainJob.model_validate(row.trainjob).to_wire()
     new.metadata.uid, new.metadata.creation_timestamp = row.uid, row.trainjob["metadata"].get("creationTimestamp")
@@ -82,6 +82,9 @@ def update(store: Store, row: TrainJobRow, new: TrainJob) -> str:
     objects = None
     patches_changed = old_wire["spec"].get("runtimePatches") != new_wire["spec"].get("runtimePatches")
     if patches_changed or num_nodes(old_wire["spec"]) != num_nodes(new_wire["spec"]):
+        st = row.trainjob.get("status") or {}
+        if status.finished(st):
+            raise finished_rebuild(row.name, status.state_of(st), old_wire["spec"], new_wire["spec"])
         # Patches change only around a suspension (the pods are rebuilt from the new objects when it resumes);
         # numNodes only for an elastic runtime (the supervisor adds or removes node pods at once). Both with the
         # runtime as it was when the TrainJob was created (its snapshot).

@@ -47,6 +47,22 @@ def _immutable_part(spec: dict[str, Any], field: str) -> Any:
     return value
 
 
+def finished_rebuild(name: str, state: str, old_spec: dict[str, Any], new_spec: dict[str, Any]) -> ImmutableFieldError:
+    """The error for a change that would rebuild the pods (numNodes, runtimePatches) of a TrainJob that has
+    finished. What ran is what it ended with: on a cluster the operator never re-creates a finished TrainJob's
+    JobSet (upstream #3891), so a new node count would be a spec no pod ever ran."""
+    if num_nodes(old_spec) != num_nodes(new_spec):
+        path, a, b = "spec.trainer.numNodes", num_nodes(old_spec), num_nodes(new_spec)
+    else:
+        path, a, b = _first_difference(old_spec.get("runtimePatches"), new_spec.get("runtimePatches"),
+                                       "spec.runtimePatches")  # fmt: skip
+    return ImmutableFieldError(
+        f'TrainJob "{name}" is invalid: {path}: the TrainJob has finished ({state}) and its JobSet never runs '
+        f"again ({_short(a)} -> {_short(b)}). Fix: `kubetrain run --replace` runs it again as a new TrainJob, or "
+        "apply it under a new metadata.name"
+    )
+
+
 def plan_update(old: dict[str, Any], new: dict[str, Any]) -> str:
     """``unchanged`` or ``configured`` for the wire TrainJobs ``old`` (stored) and ``new`` (applied); raises
     ``ImmutableFieldError`` naming the field when the change is not allowed."""
