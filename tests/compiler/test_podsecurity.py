@@ -112,9 +112,9 @@ def test_a_trainjob_validation_rejects_is_not_rated(monkeypatch: pytest.MonkeyPa
 
 def test_a_runtime_validation_rejects_is_not_rated_nor_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
     _never_compiled(monkeypatch)
-    report = lint_runtime(insecure_runtime(flux={}))  # kubetrain refuses Flux
+    report = lint_runtime(insecure_runtime(flux={}, torch={}))  # two policies: the runtime is refused
     assert report.level is None and report.findings == [] and report.pods == {}
-    assert report.error == "not rated: spec.mlPolicy.flux: the Flux policy is not supported by kubetrain"
+    assert report.error == "not rated: spec.mlPolicy: Only one of the policy can be configured (found torch, flux)"
 
 
 def _never_compiled(monkeypatch: pytest.MonkeyPatch) -> None:

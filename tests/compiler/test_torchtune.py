@@ -82,14 +82,14 @@ def test_model_of(name: str, model: str) -> None:
 
 
 def errors_of(runtime: str, **trainer: object) -> list[tuple[str, str]]:
-    shipped = runtime.startswith("torchtune-llama3.2")
+    shipped = runtime.startswith(("torchtune-llama3.2", "torchtune-qwen2.5"))
     rt = builtin_runtime(runtime) if shipped else tune_runtime(runtime, IMMUTABLE).build()
     assert rt is not None
     tj = TrainJobBuilder(runtime=runtime).trainer(command=["tune", "run"], **trainer).build()
     return [(e.path, e.message) for e in validate_trainjob(tj, rt).errors]
 
 
-@pytest.mark.parametrize("runtime", ["torchtune-llama3.2-1b", "torchtune-llama3.2-3b"])
+@pytest.mark.parametrize("runtime", ["torchtune-llama3.2-1b", "torchtune-llama3.2-3b", "torchtune-qwen2.5-1.5b"])
 def test_the_shipped_runtimes_take_one_node_only(runtime: str) -> None:
     model = model_of(runtime)
     assert errors_of(runtime, numNodes=2) == [("spec.trainer.numNodes", f"must be 1 for {model} model")]
@@ -152,3 +152,20 @@ def test_runtime_command_on_several_nodes_is_warned_not_refused() -> None:
     assert one.warnings == [] and one.errors == []
     other = TrainJobBuilder(runtime="torchtune-llama3.2-1b").trainer(numNodes=2, command=["torchrun", "t.py"])
     assert validate_trainjob(other.build(), rt).warnings == []
+
+
+def test_shipped_qwen_runtime_keeps_its_merges_file_and_refuses_qlora() -> None:
+    """Qwen's tokenizer is a vocabulary plus a merges file: both stay in the command upstream builds."""
+    rt = builtin_runtime("torchtune-qwen2.5-1.5b")
+    assert rt is not None
+    tj = TrainJobBuilder(runtime=rt.name).trainer(command=["tune", "run"], numNodes=1, numProcPerNode=1)
+    assert container(jobset(tj.build(), rt), "node")["command"] == [
+        "tune", "run", "full_finetune_single_device", "--config", "qwen2_5/1.5B_full_single_device",
+        "output_dir=/workspace/output", "tokenizer.path=/workspace/model/vocab.json",
+        "tokenizer.merges_file=/workspace/model/merges.txt", "checkpointer.checkpoint_dir=/workspace/model",
+    ]
+    assert errors_of(rt.name, args=["model.quantize_base=True"]) == [
+        ("spec.runtimeRef.name", "QLoRA is not supported for qwen2_5/1.5B model")]
+    assert errors_of(rt.name, args=["tokenizer.merges_file=/x"]) == [(
+        "spec.trainer.args[0]",
+        'must not set immutable config "tokenizer.merges_file" in trainer args; it is managed by the runtime')]

@@ -121,3 +121,31 @@ def test_kubetrain_only_runtimes_are_the_known_ones() -> None:
         pytest.skip("no shared reference material")
     ours = {r.name for r in builtin_runtimes()} - set(_upstream_runtimes())
     assert ours == {"tensorflow-distributed", "torch-distributed-restricted"}
+
+
+def test_a_cache_dataset_compiles_and_validates_like_upstreams() -> None:
+    """``cache://`` on a cluster: the compiler only hands the URI to the dataset initializer (STORAGE_URI after the
+    runtime's CACHE_IMAGE and TRAIN_JOB_NAME), which starts the data cache there. Kubeflow Trainer v2.3's admission
+    wants an ``initializer`` volume in that container for any spec.initializer.dataset, which its own data cache
+    runtime lacks: both refuse such a TrainJob alike, and accept it once the TrainJob adds the volume."""
+    ours = next(r for r in builtin_runtimes() if r.name == "torch-distributed-with-cache")
+    theirs = _upstream_runtimes().get("torch-distributed-with-cache")
+    if theirs is None:
+        pytest.skip("no upstream data cache runtime in the shared reference")
+    tj = TrainJobBuilder(name="job", runtime=ours.name).trainer(numNodes=2).initializer(
+        dataset={"storageUri": "cache://sales/orders", "env": [{"name": "METADATA_LOC", "value": "s3a://b/m.json"}]})
+    objects = compile_trainjob(tj.build(), ours, keygen=fixed_keygen())
+    assert objects[1:] == compile_trainjob(tj.build(), theirs, keygen=fixed_keygen())[1:]  # all but the snapshot
+    init = objects[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert init["serviceAccountName"] == "kubeflow-trainer-cache-initializer"
+    assert [e["name"] for e in init["containers"][0]["env"]] == [
+        "CACHE_IMAGE", "TRAIN_JOB_NAME", "STORAGE_URI", "METADATA_LOC"]
+    assert init["containers"][0]["env"][2] == {"name": "STORAGE_URI", "value": "cache://sales/orders"}
+    refused = [(f.path, f.message) for f in validate_trainjob(tj.build(), ours).errors]
+    assert refused == [("spec.initializer.dataset", "must have volumeMount with name - initializer in container "
+                        "dataset-initializer of the dataset-initializer job")]
+    tj.spec(podTemplateOverrides=[{"targetJobs": [{"name": "dataset-initializer"}], "spec": {
+        "volumes": [{"name": "initializer", "emptyDir": {}}],
+        "containers": [{"name": "dataset-initializer", "volumeMounts": [{"name": "initializer",
+                                                                         "mountPath": "/workspace"}]}]}}])
+    assert validate_trainjob(tj.build(), ours).errors == []

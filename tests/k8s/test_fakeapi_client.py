@@ -264,3 +264,21 @@ def test_token_bucket_spaces_requests_beyond_the_burst() -> None:
     assert waits[2] == pytest.approx(0.1) and waits[3] == pytest.approx(0.2)
     now[0] = 10.0
     assert bucket.reserve() == 0.0
+
+
+@pytest.mark.parametrize(("value", "sent"), [
+    ("🌀 flux", '"\U0001f300 flux"'),  # UTF-8, never the surrogate pair go-yaml refuses
+    ("café", '"café"'),
+    ("a\x85b\x7f\x9f\ufffe", '"a\\u0085b\\u007f\\u009f\\ufffe"'),  # raw, go-yaml would refuse or fold them
+    ("tab\tnew\n", '"tab\\tnew\\n"'),
+])
+def test_apply_bodies_are_json_the_api_servers_yaml_reader_takes_unchanged(value: str, sent: str) -> None:
+    import json
+
+    import yaml
+
+    from kubetrain.k8s.client.applying import yaml_safe_json
+
+    body = yaml_safe_json({"v": value})
+    assert body.decode() == '{"v": ' + sent + "}"
+    assert json.loads(body) == yaml.safe_load(body.decode()) == {"v": value}

@@ -90,6 +90,45 @@ def test_mpi_objects_secret_created_once_hostfile_and_podgroup() -> None:
     run(body)
 
 
+def test_flux_objects_from_the_operator_match_the_compiler_and_the_secret_is_created_once() -> None:
+    """A Flux TrainJob on a cluster: the entrypoint ConfigMap and the CURVE Secret (derived from the TrainJob's uid,
+    as Kubeflow Trainer derives it) before the JobSet whose node pods mount them."""
+    from kubetrain.api.trainjob import TrainJob
+    from kubetrain.compiler import compile_trainjob, fixed_keygen
+    from kubetrain.runtimes import builtin_runtime
+
+    flux = builtin_runtime("torch-distributed")
+    assert flux is not None
+    flux.metadata.name = "flux"
+    flux.spec.ml_policy = type(flux.spec.ml_policy).model_validate({"numNodes": 1, "flux": {}})
+
+    async def body() -> None:
+        async with fake_env() as env:
+            await env.client.create(flux.to_wire())
+            async with running_operator(env) as op:
+                await env.client.create(trainjob("hpc", runtime="flux", trainer={"numNodes": 2, "command": ["lmp"]}))
+                js = await wait_for(lambda: env.find("jobsets", "hpc", group=JS), what="JobSet")
+                live = TrainJob.model_validate(env.get("trainjobs", "hpc"))
+                want = {f"{o['kind']}/{o['metadata']['name']}": o
+                        for o in compile_trainjob(live, flux, keygen=fixed_keygen())}
+                cm = env.get("configmaps", "hpc-flux-entrypoint", group="")
+                secret = env.get("secrets", "hpc-flux-curve", group="")
+                # the scripts' emoji survive server-side apply (sent as UTF-8: go-yaml refuses surrogate escapes)
+                assert cm["data"] == want["ConfigMap/hpc-flux-entrypoint"]["data"]
+                assert "🌀" in cm["data"]["entrypoint.sh"]
+                assert secret["data"] == want["Secret/hpc-flux-curve"]["data"]
+                node = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+                assert [x["name"] for x in node["initContainers"]] == ["flux-installer"]
+                assert node["containers"][0]["command"] == ["/bin/bash", "/etc/flux-config/entrypoint.sh", "lmp"]
+                await env.client.merge_patch(r.TRAINJOB, "hpc", "default", {"spec": {"suspend": True}})
+                await wait_for(lambda: env.get("jobsets", "hpc", group=JS)["spec"]["suspend"] is True)
+                await wait_for(lambda: len(op.queue) == 0 and op.queue.processing == 0)
+                posts = [p for m, p in env.api.requests if m == "POST" and "/secrets" in p]
+                assert len(posts) == 1
+
+    run(body)
+
+
 def test_restart_mid_burst_converges_without_duplicates_or_losses() -> None:
     async def body() -> None:
         async with fake_env() as env:

@@ -93,6 +93,30 @@ TF_CONFIG: Final = "TF_CONFIG"
 TF_TASK_INDEX: Final = "TF_TASK_INDEX"
 TENSORFLOW_RESERVED_ENV: Final = (TF_CONFIG, TF_TASK_INDEX)
 
+# Flux (Kubeflow Trainer v2.2+): an init container copies a Flux install (a "view") into a shared volume, and the
+# node container's command is wrapped by an entrypoint that starts a Flux broker on every pod.
+FLUX_INSTALLER_CONTAINER: Final = "flux-installer"
+FLUX_INSTALLER_IMAGE: Final = "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+FLUX_NETWORK_DEVICE: Final = "eth0"
+FLUX_QUEUE_POLICY: Final = "fcfs"
+FLUX_INSTALL_VOLUME: Final = "flux-install"
+FLUX_INSTALL_PATH: Final = "/mnt/flux"
+FLUX_CONFIG_PATH: Final = "/etc/flux-config"
+FLUX_CURVE_VOLUME: Final = "flux-curve"
+FLUX_CURVE_PATH: Final = "/curve"
+FLUX_MEMORY_VOLUME: Final = "shared-memory"
+FLUX_MEMORY_PATH: Final = "/dev/shm"
+FLUX_SPACK_VOLUME: Final = "spack-install"
+FLUX_SPACK_PATH: Final = "/opt/software"
+FLUX_ENTRYPOINT: Final = ("/bin/bash", f"{FLUX_CONFIG_PATH}/entrypoint.sh")
+FLUX_INIT: Final = ("/bin/bash", f"{FLUX_CONFIG_PATH}/init.sh")
+# The broker settings a TrainJob (or its runtime) may change through the node container's env, with defaults.
+FLUX_SETTINGS: Final = {
+    "FLUX_VIEW_IMAGE": FLUX_INSTALLER_IMAGE,
+    "FLUX_NETWORK_DEVICE": FLUX_NETWORK_DEVICE,
+    "FLUX_QUEUE_POLICY": FLUX_QUEUE_POLICY,
+}
+
 # Status.
 COND_SUSPENDED: Final = "Suspended"
 COND_COMPLETE: Final = "Complete"

@@ -159,10 +159,8 @@ def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = Non
             result.error(
                 "spec.mlPolicy",
                 f"Only one of the policy can be configured (found {', '.join(chosen)})",
-                "keep exactly one of torch, mpi, jax, xgboost, tensorflow",
+                "keep exactly one of torch, mpi, jax, xgboost, tensorflow, flux",
             )
-        if ml.flux is not None:
-            result.error("spec.mlPolicy.flux", "the Flux policy is not supported by kubetrain", "use mpi or torch")
         if ml.torch is not None and ml.torch.elastic_policy is not None and ml.num_nodes is not None:
             result.error(
                 "spec.mlPolicy.numNodes",

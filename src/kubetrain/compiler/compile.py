@@ -18,7 +18,8 @@ from kubetrain.compiler.framework import (
 )
 from kubetrain.compiler.hostnames import validate_hostnames
 from kubetrain.compiler.info import Info, build_info
-from kubetrain.compiler.keys import KeyGen
+from kubetrain.compiler.keys import CurveKeyGen, KeyGen, uid_curve_keygen
+from kubetrain.compiler.plugins.flux import Flux
 from kubetrain.compiler.plugins.jobset import JobSet
 from kubetrain.compiler.plugins.mpi import MPI
 from kubetrain.compiler.plugins.podgroup import Coscheduling, Volcano
@@ -30,28 +31,26 @@ from kubetrain.compiler.plugins.trainer_status import StatusServer, TrainerStatu
 
 # One instance of each plugin; phase lists below fix the order within a phase.
 _TORCH, _MPI, _PLAIN, _JAX, _XGB, _TF = Torch(), MPI(), PlainML(), JAX(), XGBoost(), TensorFlow()
+_FLUX = Flux()
 _COSCHED, _VOLCANO, _JOBSET, _SNAPSHOT = Coscheduling(), Volcano(), JobSet(), Snapshot()
 
-ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB, _TF)
+ML_POLICY: tuple[MLPolicyPlugin, ...] = (_TORCH, _MPI, _PLAIN, _JAX, _XGB, _TF, _FLUX)
 POD_GROUP_POLICY: tuple[PodGroupPolicyPlugin, ...] = (_COSCHED, _VOLCANO)
 PRE_BUILD: tuple[PreBuildPlugin, ...] = (_JOBSET,)
 # Dependencies first, so a backend applying in order never starts a pod before its Secret/ConfigMap exists; the
 # torch elastic autoscaler (an HPA targeting the TrainJob) last.
-BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _COSCHED, _VOLCANO, _JOBSET, _TORCH)
-VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _TF, _VOLCANO)
+# The Flux ConfigMap and CURVE Secret sit with the MPI objects: what the pods mount, before the JobSet.
+BUILD: tuple[BuildPlugin, ...] = (_SNAPSHOT, _MPI, _FLUX, _COSCHED, _VOLCANO, _JOBSET, _TORCH)
+VALIDATE: tuple[ValidatePlugin, ...] = (_JOBSET, _TORCH, _MPI, _XGB, _TF, _FLUX, _VOLCANO)
 
 
 def _check_supported(runtime: AnyRuntime) -> None:
     ml = runtime.spec.ml_policy
-    if ml is not None and ml.flux is not None:
-        raise CompileError(
-            "spec.mlPolicy.flux", "the Flux policy is not supported by kubetrain", "use mpi or torch instead"
-        )
     if ml is not None and len(ml.frameworks()) > 1:
         raise CompileError(
             "spec.mlPolicy",
             "Only one of the policy can be configured",
-            "keep one of torch, mpi, jax, xgboost, tensorflow",
+            "keep one of torch, mpi, jax, xgboost, tensorflow, flux",
         )
 
 
@@ -69,10 +68,17 @@ def enforce(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
 
 
 def compile_trainjob(
-    trainjob: TrainJob, runtime: AnyRuntime, *, keygen: KeyGen, status_server: StatusServer | None = None
+    trainjob: TrainJob,
+    runtime: AnyRuntime,
+    *,
+    keygen: KeyGen,
+    status_server: StatusServer | None = None,
+    curve_keygen: CurveKeyGen = uid_curve_keygen,
 ) -> list[dict[str, Any]]:
     """The objects the cluster gets for this TrainJob, dependencies first (see ``kubetrain.compiler``).
-    ``status_server``: wire every pod to that progress endpoint (upstream's ``TrainJobStatus`` feature)."""
+    ``status_server``: wire every pod to that progress endpoint (upstream's ``TrainJobStatus`` feature).
+    ``curve_keygen``: the Flux brokers' CURVE key pair for the TrainJob's uid; the default derives it as Kubeflow
+    Trainer does, so a TrainJob compiles to the same Secret here and there."""
     info = enforce(trainjob, runtime)
     status = TrainerStatus(status_server) if status_server is not None else None
     if status is not None:
@@ -85,6 +91,8 @@ def compile_trainjob(
         )
     objects: list[dict[str, Any]] = []
     for builder in BUILD:
+        if builder is _FLUX:
+            builder = Flux(curve_keygen)
         if builder is _JOBSET and status is not None:
             objects.extend(status.build(info, keygen))  # the CA ConfigMap before the pods that mount it
         objects.extend(builder.build(info, keygen))

@@ -78,7 +78,8 @@ class Info:
     pod_group_policy: PodGroupPolicy | None
     pod_labels: dict[str, str] = field(default_factory=dict)
     pod_annotations: dict[str, str] = field(default_factory=dict)
-    trainer_command: list[str] | None = None  # set by plugins that derive the command (torchtune)
+    trainer_command: list[str] | None = None  # set by plugins that derive the command (torchtune, Flux)
+    trainer_args_dropped: bool = False  # set by plugins that fold the TrainJob's args into that command (Flux)
 
     @property
     def name(self) -> str:

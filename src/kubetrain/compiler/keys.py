@@ -1,4 +1,5 @@
-"""SSH key material for MPI: injected into the compiler so compiling stays deterministic."""
+"""Key material: the SSH key pair for MPI and the CURVE key pair for Flux, injected into the compiler so compiling
+stays deterministic."""
 
 from __future__ import annotations
 
@@ -40,3 +41,48 @@ def fixed_keygen(pair: SSHKeyPair | None = None) -> KeyGen:
         public_openssh="ecdsa-sha2-nistp521 AAAAFIXED\n",
     )
     return lambda: fixed
+
+
+@dataclass(frozen=True)
+class CurveKeyPair:
+    """A ZeroMQ CURVE key pair for a Flux broker, each key Z85-encoded (40 characters)."""
+
+    public_z85: str
+    secret_z85: str
+
+
+CurveKeyGen = Callable[[str], CurveKeyPair]
+"""Called with the TrainJob's uid: Kubeflow Trainer derives the Flux key pair from it, so that every reconcile of
+one TrainJob writes the same Secret."""
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85(data: bytes) -> str:
+    """ZeroMQ's Z85 text encoding (RFC 32/Z85); ``""`` for input that is not a multiple of 4 bytes long, which Z85
+    cannot encode (what Kubeflow Trainer's encoder returns too)."""
+    if len(data) % 4:
+        return ""
+    out: list[str] = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        out += [_Z85[value // 85**k % 85] for k in (4, 3, 2, 1, 0)]
+    return "".join(out)
+
+
+def uid_curve_keygen(uid: str) -> CurveKeyPair:
+    """Kubeflow Trainer's Flux key pair: the secret key is SHA-256 of the uid, the public key its X25519 image."""
+    import hashlib
+
+    # Imported here, as for the MPI key: only Flux TrainJobs need it.
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    secret = hashlib.sha256(uid.encode()).digest()
+    public = X25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
+    return CurveKeyPair(public_z85=z85(public), secret_z85=z85(secret))
+
+
+def fixed_curve_keygen(pair: CurveKeyPair | None = None) -> CurveKeyGen:
+    """A curve keygen that always returns the same pair, whatever the uid (tests)."""
+    fixed = pair or CurveKeyPair(public_z85="P" * 40, secret_z85="S" * 40)
+    return lambda _uid: fixed

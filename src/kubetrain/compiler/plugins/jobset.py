@@ -113,7 +113,7 @@ class JobSet:
             command = info.trainer_command if info.trainer_command is not None else trainer.command
             if command is not None:
                 node["command"] = list(command)
-            if trainer.args is not None:
+            if trainer.args is not None and not info.trainer_args_dropped:
                 node["args"] = list(trainer.args)
         if is_trainer or launcher_as_node:
             e.upsert_envs(node, [x.to_wire() for x in trainer.env or []])

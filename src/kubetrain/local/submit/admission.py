@@ -2,7 +2,8 @@
 the answer is no: ``hostPath`` volumes only below ``security.allowedHostPaths`` (none by default), ``privileged``
 containers only when kubetrain runs as root and they are allowed (``--allow-privileged`` or
 ``security.allowPrivileged``), and, for a pod that waits for other steps, resources and programs this machine has.
-The supervisor checks the same again when it starts each pod."""
+The supervisor checks the same again when it starts each pod. Refused too, at once: what only a cluster provides,
+Flux without a ``flux`` command here and a ``cache://`` dataset (``check_local_support``)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,87 @@ def check(objects: list[dict[str, Any]]) -> None:
                             problems.append(refusal)
     if problems:
         raise sc.SecurityContextError("; ".join(dict.fromkeys(problems)))
+    check_local_support(objects)
     check_waiting_pods(objects)
+
+
+# Where upstream's flux-view images keep their Flux install, which the flux-installer init container copies (as
+# root filesystems are the host's locally, a view installed on this machine at that path is what it copies here).
+FLUX_VIEWS = "/opt/views/._view"
+
+
+def flux_found(image: str | None) -> bool:
+    """A Flux TrainJob's node container finds ``flux``: in the environment standing in for its image, on this
+    machine's PATH, or in a Flux view the flux-installer init container copies into the pod."""
+    import glob
+    import shutil
+
+    from kubetrain.local.sandbox import pods
+
+    path = f"{pods.image_env_prefix(image)}/bin:{os.environ.get('PATH', '')}"
+    return shutil.which("flux", path=path) is not None or bool(glob.glob(f"{FLUX_VIEWS}/*/bin/flux"))
+
+
+def _fetches_from_cache(container: dict[str, Any]) -> str | None:
+    """The ``cache://`` URI a container of upstream's initializer image (run by its entrypoint) would fetch."""
+    from kubetrain.local.sandbox import known_images
+
+    if container.get("command") or known_images.lookup(container.get("image")) is None:
+        return None  # a command of its own: whatever the user put in its environment runs, as for any program
+    for item in container.get("env") or []:
+        value = str(item.get("value") or "")
+        if item.get("name") == "STORAGE_URI" and value.lower().startswith("cache://"):
+            return value
+    return None
+
+
+def check_local_support(objects: list[dict[str, Any]]) -> None:
+    """Refuse at submit, in one message, what needs a cluster: a Flux TrainJob where no ``flux`` can be found
+    (Flux is not packaged for Debian 12) and a ``cache://`` dataset (the data cache is a service that runs on a
+    cluster). Otherwise its pods would start, run the initializers, and fail at the first Flux or cache call."""
+    from kubetrain.api import constants as c
+    from kubetrain.api.errors import KubetrainError
+
+    problems: list[str] = []
+    fixes: list[str] = []
+    name = ""
+    for o in objects:
+        if o.get("kind") != "JobSet":
+            continue
+        name = (o.get("metadata") or {}).get("name", "")
+        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
+            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            flux = any(x.get("name") == c.FLUX_INSTALLER_CONTAINER for x in pod.get("initContainers") or [])
+            node = next((x for x in pod.get("containers") or [] if x.get("name") == c.NODE), None)
+            if flux and node is not None and not flux_found(node.get("image")):
+                from kubetrain.local.sandbox import pods
+
+                problems.append(
+                    f"replicated job {rj.get('name')} runs under Flux (mlPolicy.flux), and the Flux binaries are "
+                    f"missing: no `flux` command in the Python environment standing in for image "
+                    f"{node.get('image')} ({pods.image_env_prefix(node.get('image'))}), on this machine's PATH, or "
+                    f"in a Flux view under {FLUX_VIEWS} (Flux is not packaged for Debian 12)"
+                )
+                fixes.append(
+                    "install Flux (flux-core and flux-sched, e.g. built from source or with `spack install "
+                    "flux-sched`) so that `flux` is on the PATH, or map the image to an environment whose bin/ has it "
+                    f"in {paths.home() / 'images.yaml'}"
+                )
+            for cont in pod.get("containers") or []:
+                uri = _fetches_from_cache(cont)
+                if uri is not None:
+                    problems.append(
+                        f"replicated job {rj.get('name')} fetches STORAGE_URI {uri}: the data cache (cache://) is a "
+                        "Kubeflow Trainer service on a cluster (the initializer starts a LeaderWorkerSet of "
+                        "data-cache pods), which does not run on this machine"
+                    )
+                    fixes.append("copy the table to this machine and name it with file:///<path> in "
+                                 "spec.initializer.dataset.storageUri")
+    if problems:
+        raise KubetrainError(
+            f"TrainJob {name} cannot run on this machine, so it was not created: {'; '.join(problems)}. Fix: "
+            f"{'; '.join(dict.fromkeys(fixes))}; or run it on a cluster (--context)"
+        )
 
 
 def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
