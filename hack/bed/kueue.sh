@@ -9,7 +9,8 @@
 #
 # Integrations: Kueue's defaults, i.e. trainer.kubeflow.org/trainjob *and* jobset.x-k8s.io/jobset (a TrainJob must
 # still get exactly one Workload). waitForPodsReady is on (timeout KUEUE_PODS_READY_TIMEOUT, default 60s) so the
-# e2e suite can see Kueue read PodsReady from a TrainJob's status.
+# e2e suite can see Kueue read PodsReady from a TrainJob's status (KUEUE_PODS_READY=off leaves it out, as a default
+# Kueue install has it).
 # Env: K8S_HOME (the bed), KUEUE_WEBHOOK_PORT=9443, KUEUE_HEALTH_PORT=18082, KUEUE_METRICS_PORT=18443,
 #      KUEUE_KUBECONFIG (another cluster, e.g. MultiKueue's manager), KUEUE_NAME (process name, default kueue),
 #      KUEUE_EXTRA_CONFIG (YAML appended to the Configuration), KUEUE_FEATURE_GATES,
@@ -93,10 +94,9 @@ webhook: {host: 127.0.0.1, port: $WEBHOOK_PORT, certDir: $DIR/webhook-certs}
 leaderElection: {leaderElect: false}
 internalCertManagement: {enable: false}
 clientConnection: {qps: 300, burst: 500}
-waitForPodsReady:
-  timeout: ${KUEUE_PODS_READY_TIMEOUT:-60s}
-  blockAdmission: false
-  requeuingStrategy: {timestamp: Eviction, backoffBaseSeconds: 5, backoffMaxSeconds: 30}
+$( [ "${KUEUE_PODS_READY:-on}" = off ] || printf '%s\n' "waitForPodsReady:" \
+  "  timeout: ${KUEUE_PODS_READY_TIMEOUT:-60s}" "  blockAdmission: false" \
+  "  requeuingStrategy: {timestamp: Eviction, backoffBaseSeconds: 5, backoffMaxSeconds: 30}" )
 integrations:
   frameworks: [$(echo "${KUEUE_FRAMEWORKS:-batch/job jobset.x-k8s.io/jobset trainer.kubeflow.org/trainjob}" | sed 's/ /, /g')]
 ${KUEUE_EXTRA_CONFIG:-}
