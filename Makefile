@@ -7,14 +7,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps demo test test-fast lint bench crds clean fuzz image
 
-# Debian packages the local backend uses: OpenMPI for real mpirun (and MPICH for mpiImplementation: MPICH, whose
-# alternatives priority is below OpenMPI's, so plain `mpirun` stays OpenMPI), bubblewrap for per-pod mount namespaces;
-# chromium and its driver for the tests of `kubetrain ui` in a real (headless) browser.
+# Debian packages the local backend uses: OpenMPI for real mpirun (Intel MPI and MPICH come with the Python
+# environment standing in for their runtime's image: the pyproject extras intel-mpi and mpich; Debian's MPICH 4.0.2
+# can hang in MPI_Finalize across nodes), bubblewrap for per-pod mount namespaces; chromium and its driver for the
+# tests of `kubetrain ui` in a real (headless) browser.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpiexec.mpich >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, mpich, bubblewrap, iproute2, util-linux, slirp4netns, nftables, chromium, chromium-driver (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev mpich bubblewrap iproute2 util-linux slirp4netns nftables chromium chromium-driver >/dev/null \
+	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux, slirp4netns, nftables, chromium, chromium-driver (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux slirp4netns nftables chromium chromium-driver >/dev/null \
 	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux, the UI's browser tests chromium and chromium-driver (those tests will be skipped)"; \
 	  else \
 	    echo "note: mpirun/bwrap/chromium missing and not root; MPI, mount-namespace and browser tests will be skipped"; \

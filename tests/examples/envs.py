@@ -41,11 +41,18 @@ _OFFLINE = re.compile(
 
 @dataclass(frozen=True)
 class Framework:
-    """A built-in runtime's framework: its pyproject extra and the image glob its pods' environment stands in for."""
+    """A runtime's framework: its environment's name (for a built-in runtime also its pyproject extra and its
+    example's directory), the runtime, the image glob its pods' environment stands in for and the pyproject extras
+    that environment is made of (``(extra,)`` unless given)."""
 
     extra: str
     runtime: str
     image: str
+    combines: tuple[str, ...] = ()
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        return self.combines or (self.extra,)
 
 
 FRAMEWORKS = {
@@ -56,9 +63,16 @@ FRAMEWORKS = {
         Framework("xgboost", "xgboost-distributed", "ghcr.io/kubeflow/trainer/xgboost-runtime*"),
         Framework("mlx", "mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime*"),
         Framework("tensorflow", "tensorflow-distributed", "tensorflow/tensorflow:*"),
+        # mpiImplementation Intel and MPICH: examples/mpi's runtimes, whose images are mpi-operator's base images
+        # for those MPIs; and DeepSpeed's runtime image with Intel MPI in place of OpenMPI.
+        Framework("intel-mpi", "mpi-intel", "mpioperator/intel*"),
+        Framework("mpich", "mpi-mpich", "mpioperator/mpich*"),
+        # OpenMPI 5 in place of the machine's OpenMPI 4.1 for examples/mpi's deepspeed-distributed runtime.
+        Framework("openmpi5", "deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime*"),
+        Framework("deepspeed-intel-mpi", "deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime*",
+                  combines=("deepspeed", "intel-mpi")),
     )
 }
-
 
 @dataclass(frozen=True)
 class Env:
@@ -102,7 +116,8 @@ def _key(reqs: tuple[str, ...]) -> str:
 def framework_env(extra: str) -> Env:
     """The environment for ``extra`` (built now, or reused from the cache)."""
     framework = FRAMEWORKS[extra]
-    reqs = requirements(extra)
+    # The extras' pins in order, each once (two extras may both pin mpi4py).
+    reqs = tuple(dict.fromkeys(r for name in framework.extras for r in requirements(name)))
     root = cache_root()
     prefix = root / f"{extra}-{_key(reqs)}"
     marker = prefix / "kubetrain-env.json"

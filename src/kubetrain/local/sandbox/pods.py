@@ -119,6 +119,18 @@ def rsh_agent() -> str:
 # MPI implementations run by Hydra, recognised by the hostfile variable the compiler gives their launcher.
 HYDRA_HOSTFILE_ENV = {"I_MPI_HYDRA_HOST_FILE": "Intel", "HYDRA_HOST_FILE": "MPICH"}
 _GENERIC_LAUNCHERS = ("mpirun", "mpiexec")
+# Programs that Intel MPI and MPICH install beside their launcher, whatever their packaging (oneAPI, the `impi-rt`
+# wheel; Debian's mpich, the `mpich` wheel, a source build). Both launchers are named mpiexec.hydra, so what lies
+# beside one says whose it is.
+_INTEL_MARKERS = ("impi_info",)
+_MPICH_MARKERS = ("mpichversion",)
+# What to install, said in the error when an implementation's launcher is missing (the pins the tests run with).
+_INSTALL = {
+    "Intel": "pip install impi-rt==2021.17.0 into the Python environment standing in for the image, or install "
+             "Intel MPI (oneAPI) and set I_MPI_ROOT",
+    "MPICH": "pip install mpich==5.0.2 into the Python environment standing in for the image, or install the "
+             "Debian package mpich",
+}
 
 
 def mpi_implementation(env: dict[str, str]) -> str | None:
@@ -131,40 +143,67 @@ def _intel_dir(path: str) -> bool:
     return "/intel" in low or "oneapi" in low
 
 
-def hydra_launcher(impl: str, search_path: str, i_mpi_root: str | None = None) -> str:
+def hydra_of(launcher: str) -> str | None:
+    """Whose Hydra ``launcher`` (an ``mpiexec.hydra`` or one of Debian's ``mpiexec.mpich`` names) is: ``Intel``,
+    ``MPICH``, or None when nothing beside it says (then it is taken for MPICH's, the other Hydra)."""
+    real = os.path.realpath(launcher)
+    for directory in dict.fromkeys((os.path.dirname(launcher), os.path.dirname(real))):
+        if any(os.path.exists(os.path.join(directory, m)) for m in _INTEL_MARKERS):
+            return "Intel"
+        if any(os.path.exists(os.path.join(directory, m)) for m in _MPICH_MARKERS):
+            return "MPICH"
+    return "Intel" if _intel_dir(real) else None
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def hydra_launcher(
+    impl: str, search_path: str, i_mpi_root: str | None = None, host_i_mpi_root: str | None = None
+) -> str:
     """The implementation's own ``mpiexec``: never another MPI's, whose ranks would ignore the hostfile and all
-    start on the launcher. Raises ``PodError`` naming what is missing."""
+    start on the launcher. The pod's ``PATH`` is searched in order, so the MPI of the environment standing in for
+    the image (first on it) wins over one of the machine's. ``i_mpi_root`` is the pod's ``I_MPI_ROOT`` (looked at
+    first, as Intel's own scripts do), ``host_i_mpi_root`` this machine's (looked at last: a oneAPI install that
+    is not on the PATH). Raises ``PodError`` naming what is missing and how to install it."""
+    names = ("mpiexec.hydra",) if impl == "Intel" else ("mpiexec.mpich", "mpirun.mpich", "mpiexec.hydra")
+    # (path, whether where it is already says it is the implementation's: I_MPI_ROOT names Intel MPI's home)
+    candidates: list[tuple[str, bool]] = []
+    if impl == "Intel" and i_mpi_root:
+        candidates.append((os.path.join(i_mpi_root, "bin", "mpiexec.hydra"), True))
+    for directory in search_path.split(os.pathsep):
+        if directory:
+            candidates += [(os.path.join(directory, name), False) for name in names]
+    if impl == "Intel" and host_i_mpi_root:
+        candidates.append((os.path.join(host_i_mpi_root, "bin", "mpiexec.hydra"), True))
+    for candidate, trusted in candidates:
+        if not _runnable(candidate):
+            continue
+        whose = hydra_of(candidate)
+        if trusted or whose == impl or (impl == "MPICH" and whose is None):
+            return candidate
     import shutil
 
-    if impl == "Intel":
-        candidates = [os.path.join(i_mpi_root, "bin", "mpiexec.hydra")] if i_mpi_root else []
-        found = shutil.which("mpiexec.hydra", path=search_path)
-        if found and _intel_dir(found):
-            candidates.append(found)
-        wanted, install = "Intel MPI's mpiexec.hydra", "install Intel MPI (oneAPI) and set I_MPI_ROOT"
-    else:
-        candidates = [x for x in (shutil.which(n, path=search_path) for n in ("mpiexec.mpich", "mpirun.mpich")) if x]
-        found = shutil.which("mpiexec.hydra", path=search_path)
-        if found and not _intel_dir(found):
-            candidates.append(found)
-        wanted, install = "MPICH's mpiexec.hydra (mpiexec.mpich)", "install the Debian package mpich"
-    for candidate in candidates:
-        if os.access(candidate, os.X_OK):
-            return candidate
+    wanted = "Intel MPI's mpiexec.hydra" if impl == "Intel" else "MPICH's mpiexec.hydra (mpiexec.mpich)"
     other = shutil.which("mpirun", path=search_path)
     seen = f"; the mpirun here is {os.path.realpath(other)}, another MPI whose ranks would ignore the hostfile" if (
         other) else ""
     raise PodError(
         f"mpiImplementation {impl}: its launcher, {wanted}, is not installed on this machine{seen}. kubetrain does "
-        f"not fall back to another MPI (fix: {install}, or use mpiImplementation: OpenMPI)"
+        f"not fall back to another MPI (fix: {_INSTALL[impl]}, or use mpiImplementation: OpenMPI)"
     )
 
 
 def hydra_shim(impl: str, launcher: str) -> str:
     """A directory whose ``mpirun``/``mpiexec`` start ``launcher``, put first on the launcher pod's PATH so the
     runtime's ``mpirun ...`` (even inside ``sh -c``) starts the right MPI. Scripts that exec it, not symlinks:
-    Hydra finds its proxy next to the path it was started as."""
-    shim = paths.home() / "bin" / f"mpi-{impl.lower()}"
+    Hydra finds its proxy next to the path it was started as. One directory per launcher: TrainJobs whose images
+    map to different environments (each with its own MPI) may start at the same time."""
+    import hashlib
+
+    digest = hashlib.sha256(launcher.encode()).hexdigest()[:12]
+    shim = paths.home() / "bin" / f"mpi-{impl.lower()}-{digest}"
     shim.mkdir(parents=True, exist_ok=True)
     text = f'#!/bin/sh\nexec {shlex.quote(launcher)} "$@"\n'
     for name in _GENERIC_LAUNCHERS:
@@ -264,10 +303,12 @@ def prepare_container(
         env.update(
             {
                 "OMPI_MCA_plm_rsh_agent": rsh_agent(),
+                "PRTE_MCA_plm_ssh_agent": rsh_agent(),  # OpenMPI 5 (PRRTE) reads its own name for the agent
                 rsh.PORT_ENV: str(ctx.rsh_port),
                 # Pods of one TrainJob reach each other through their eth0 (its pod network), as on a cluster.
                 "OMPI_MCA_btl_tcp_if_include": "eth0",
                 "OMPI_MCA_oob_tcp_if_include": "eth0",
+                "PRTE_MCA_oob_tcp_if_include": "eth0",
                 "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
             }
         )
@@ -286,7 +327,7 @@ def prepare_container(
             env.setdefault("PRTE_MCA_prte_tmpdir_base", MPI_SESSION_DIR)  # OpenMPI 5 (PRRTE)
         impl = mpi_implementation(env)
         if impl is not None:
-            launcher = hydra_launcher(impl, env.get("PATH", ""), env.get("I_MPI_ROOT") or os.environ.get("I_MPI_ROOT"))
+            launcher = hydra_launcher(impl, env.get("PATH", ""), env.get("I_MPI_ROOT"), os.environ.get("I_MPI_ROOT"))
             env.update(hydra_env(impl, launcher))
             # `mpirun`/`mpiexec` (also inside `sh -c`) now start the implementation's own launcher.
             env["PATH"] = f"{hydra_shim(impl, launcher)}:{env.get('PATH', '')}"
