@@ -208,7 +208,10 @@ def test_a_missing_configmap_keeps_the_pod_waiting_until_it_is_applied(kt_home: 
 
 @needs_namespaces
 def test_deleting_a_claim_in_use_is_deferred_until_its_trainjob_ends(kt_home: Path, tmp_path: Path) -> None:
-    code = "import pathlib, time\npathlib.Path('/data/f').write_text('x')\nprint('wrote', flush=True)\ntime.sleep(8)"
+    # The job holds the claim until the test says so (the file "go" in it): the checks below need it in use.
+    code = ("import pathlib, time\npathlib.Path('/data/f').write_text('x')\nprint('wrote', flush=True)\n"
+            "deadline = time.monotonic() + 600\n"
+            "while not pathlib.Path('/data/go').exists() and time.monotonic() < deadline:\n    time.sleep(0.1)")
     mounts = [{"name": "data", "mountPath": "/data"}]
     volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
     rt = runtime("rt", [rjob("node", [container([sys.executable, "-c", code], volumeMounts=mounts)],
@@ -227,6 +230,7 @@ def test_deleting_a_claim_in_use_is_deferred_until_its_trainjob_ends(kt_home: Pa
     assert r.returncode == 1 and 'persistentvolumeclaim "d" is being deleted' in r.stderr
     r = kt("apply", "-f", str(tmp_path / "pvc.yaml"), check=False)
     assert r.returncode == 1 and "is being deleted (waiting for TrainJobs that use it: user)" in r.stderr
+    (claim_dir / "go").write_text("")
     wait_for(lambda: kt("get", "trainjob", "user").stdout.split("\n")[1].split()[2] == "Complete")
     assert kt("get", "pvc").stderr == "No resources found in namespace default.\n"
     assert not claim_dir.exists()
