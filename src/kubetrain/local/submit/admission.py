@@ -8,6 +8,7 @@ Flux without a ``flux`` command here and a ``cache://`` dataset (``check_local_s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from kubetrain.local import config, paths
@@ -97,6 +98,17 @@ def _fetches_from_cache(container: dict[str, Any]) -> str | None:
     return None
 
 
+def _replicated_job_pods(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Each replicated job of the compiled JobSets, as (JobSet name, replicated job, its pod spec)."""
+    for o in objects:
+        if o.get("kind") != "JobSet":
+            continue
+        name = (o.get("metadata") or {}).get("name", "")
+        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
+            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            yield name, rj, pod
+
+
 def check_local_support(objects: list[dict[str, Any]]) -> None:
     """Refuse at submit, in one message, what needs a cluster: a Flux TrainJob where no ``flux`` can be found
     (Flux is not packaged for Debian 12) and a ``cache://`` dataset (the data cache is a service that runs on a
@@ -107,38 +119,34 @@ def check_local_support(objects: list[dict[str, Any]]) -> None:
     problems: list[str] = []
     fixes: list[str] = []
     name = ""
-    for o in objects:
-        if o.get("kind") != "JobSet":
-            continue
-        name = (o.get("metadata") or {}).get("name", "")
-        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
-            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            flux = any(x.get("name") == c.FLUX_INSTALLER_CONTAINER for x in pod.get("initContainers") or [])
-            node = next((x for x in pod.get("containers") or [] if x.get("name") == c.NODE), None)
-            if flux and node is not None and not flux_found(node.get("image")):
-                from kubetrain.local.sandbox import pods
+    for jobset, rj, pod in _replicated_job_pods(objects):
+        name = jobset  # the message names the TrainJob (its JobSet's name)
+        flux = any(x.get("name") == c.FLUX_INSTALLER_CONTAINER for x in pod.get("initContainers") or [])
+        node = next((x for x in pod.get("containers") or [] if x.get("name") == c.NODE), None)
+        if flux and node is not None and not flux_found(node.get("image")):
+            from kubetrain.local.sandbox import pods
 
+            problems.append(
+                f"replicated job {rj.get('name')} runs under Flux (mlPolicy.flux), and the Flux binaries are "
+                f"missing: no `flux` command in the Python environment standing in for image "
+                f"{node.get('image')} ({pods.image_env_prefix(node.get('image'))}), on this machine's PATH, or "
+                f"in a Flux view under {FLUX_VIEWS} (Flux is not packaged for Debian 12)"
+            )
+            fixes.append(
+                "install Flux (flux-core and flux-sched, e.g. built from source or with `spack install "
+                "flux-sched`) so that `flux` is on the PATH, or map the image to an environment whose bin/ has it "
+                f"in {paths.home() / 'images.yaml'}"
+            )
+        for cont in pod.get("containers") or []:
+            uri = _fetches_from_cache(cont)
+            if uri is not None:
                 problems.append(
-                    f"replicated job {rj.get('name')} runs under Flux (mlPolicy.flux), and the Flux binaries are "
-                    f"missing: no `flux` command in the Python environment standing in for image "
-                    f"{node.get('image')} ({pods.image_env_prefix(node.get('image'))}), on this machine's PATH, or "
-                    f"in a Flux view under {FLUX_VIEWS} (Flux is not packaged for Debian 12)"
+                    f"replicated job {rj.get('name')} fetches STORAGE_URI {uri}: the data cache (cache://) is a "
+                    "Kubeflow Trainer service on a cluster (the initializer starts a LeaderWorkerSet of "
+                    "data-cache pods), which does not run on this machine"
                 )
-                fixes.append(
-                    "install Flux (flux-core and flux-sched, e.g. built from source or with `spack install "
-                    "flux-sched`) so that `flux` is on the PATH, or map the image to an environment whose bin/ has it "
-                    f"in {paths.home() / 'images.yaml'}"
-                )
-            for cont in pod.get("containers") or []:
-                uri = _fetches_from_cache(cont)
-                if uri is not None:
-                    problems.append(
-                        f"replicated job {rj.get('name')} fetches STORAGE_URI {uri}: the data cache (cache://) is a "
-                        "Kubeflow Trainer service on a cluster (the initializer starts a LeaderWorkerSet of "
-                        "data-cache pods), which does not run on this machine"
-                    )
-                    fixes.append("copy the table to this machine and name it with file:///<path> in "
-                                 "spec.initializer.dataset.storageUri")
+                fixes.append("copy the table to this machine and name it with file:///<path> in "
+                             "spec.initializer.dataset.storageUri")
     if problems:
         raise KubetrainError(
             f"TrainJob {name} cannot run on this machine, so it was not created: {'; '.join(problems)}. Fix: "
@@ -161,37 +169,33 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
     capacity: resources.Capacity | None = None
     problems: list[str] = []
     name = ""
-    for o in objects:
-        if o.get("kind") != "JobSet":
+    for jobset, rj, pod in _replicated_job_pods(objects):
+        name = jobset  # the message names the TrainJob (its JobSet's name)
+        waits_for = [str(d.get("name")) for d in rj.get("dependsOn") or []]
+        if not waits_for:
             continue
-        name = (o.get("metadata") or {}).get("name", "")
-        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
-            waits_for = [str(d.get("name")) for d in rj.get("dependsOn") or []]
-            if not waits_for:
+        behind = f"replicated job {rj.get('name')} (it waits for {', '.join(waits_for)})"
+        try:
+            requests = resources.pod_requests(pod)
+        except KubetrainError:
+            continue  # a malformed quantity is the scheduler's to report, with its field
+        if requests:
+            capacity = capacity or resources.Capacity.of_machine(config.load().capacity, str(paths.home()))
+            short = resources.never_fits(requests, capacity)
+            if short:
+                problems.append(f"{behind} asks for {'; '.join(short)}")
+        for c in pod.get("containers") or []:
+            program = (known_images.with_entrypoint(c).get("command") or [""])[0]
+            if not program or "/" in program or "$(" in program or any(e.get("name") == "PATH" for e in
+                                                                         c.get("env") or []):
                 continue
-            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            behind = f"replicated job {rj.get('name')} (it waits for {', '.join(waits_for)})"
-            try:
-                requests = resources.pod_requests(pod)
-            except KubetrainError:
-                continue  # a malformed quantity is the scheduler's to report, with its field
-            if requests:
-                capacity = capacity or resources.Capacity.of_machine(config.load().capacity, str(paths.home()))
-                short = resources.never_fits(requests, capacity)
-                if short:
-                    problems.append(f"{behind} asks for {'; '.join(short)}")
-            for c in pod.get("containers") or []:
-                program = (known_images.with_entrypoint(c).get("command") or [""])[0]
-                if not program or "/" in program or "$(" in program or any(e.get("name") == "PATH" for e in
-                                                                             c.get("env") or []):
-                    continue
-                prefix = pods.image_env_prefix(c.get("image"))
-                if shutil.which(program, path=f"{prefix}/bin:{os.environ.get('PATH', '')}") is None:
-                    problems.append(
-                        f"{behind}: its container {c.get('name')} runs `{program}`, which is not installed in the "
-                        f"Python environment standing in for image {c.get('image')} ({prefix}; map images to "
-                        f"environments in {paths.home() / 'images.yaml'})"
-                    )
+            prefix = pods.image_env_prefix(c.get("image"))
+            if shutil.which(program, path=f"{prefix}/bin:{os.environ.get('PATH', '')}") is None:
+                problems.append(
+                    f"{behind}: its container {c.get('name')} runs `{program}`, which is not installed in the "
+                    f"Python environment standing in for image {c.get('image')} ({prefix}; map images to "
+                    f"environments in {paths.home() / 'images.yaml'})"
+                )
     if problems:
         raise KubetrainError(
             f"TrainJob {name} cannot run on this machine, so it was not created (the steps before would run for "
