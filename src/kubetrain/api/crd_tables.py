@@ -12,9 +12,10 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from kubetrain.api import jobset, k8sschema, meta, runtime, trainjob
+from kubetrain.api import jobset, k8sschema, meta, optimization, runtime, trainjob
 from kubetrain.api.constants import (
     KIND_CLUSTER_TRAINING_RUNTIME,
+    KIND_OPTIMIZATIONJOB,
     KIND_TRAINING_RUNTIME,
     KIND_TRAINJOB,
     MANAGED_BY_ALLOWED,
@@ -83,6 +84,10 @@ FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (jobset.JobSetSpec, "startup_policy"): [JOBSET_IMMUTABLE],
     (jobset.JobSetSpec, "volume_claim_policies"): [JOBSET_IMMUTABLE],
     (jobset.ReplicatedJob, "depends_on"): [JOBSET_IMMUTABLE],
+    (optimization.TrainJobTemplateSpec, "metadata"): [
+        {"rule": "!has(self.name) && !has(self.namespace)",
+         "message": "name and namespace cannot be set in a template."}
+    ],
 }
 
 # The trainer is immutable except numNodes, which elastic runtimes may change (the scale subresource writes it).
@@ -97,7 +102,38 @@ TRAINER_FIELDS_IMMUTABLE: Final = [
     for f in ("image", "command", "args", "env", "resourcesPerNode", "numProcPerNode")
 ]
 
+def _exactly_one(*fields: str) -> dict[str, str]:
+    """Upstream's rule for a union (kubebuilder's ExactlyOneOf), with its wording."""
+    return {
+        "rule": "[" + ",".join(f"has(self.{f})" for f in fields) + "].filter(x,x==true).size() == 1",
+        "message": f"exactly one of the fields in [{' '.join(fields)}] must be set",
+    }
+
+
+_MIN_BELOW_MAX: Final = {"rule": "double(self.min) < double(self.max)", "message": "min must be strictly less than max"}
+
+# OptimizationJob (upstream main, KEP-3562): the rules and messages of its CRD.
+OPTIMIZATION_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    optimization.OptimizationJobSpec: [
+        {"rule": "self == oldSelf", "message": "OptimizationJobSpec is immutable and cannot be updated after creation"},
+        {"rule": "self.parallelTrials <= self.numTrials", "message": "parallelTrials cannot exceed numTrials"},
+        {
+            "rule": "!has(self.searchAlgorithm.grid) || self.parameters.all(p, has(p.searchSpace.categorical))",
+            "message": "Grid search requires all parameters to be Categorical; Uniform and LogUniform are not "
+            "supported.",
+        },
+    ],
+    optimization.SearchAlgorithm: [_exactly_one("random", "grid")],
+    optimization.SearchSpace: [_exactly_one("uniform", "logUniform", "categorical")],
+    optimization.UniformSpace: [_MIN_BELOW_MAX],
+    optimization.LogUniformSpace: [
+        {"rule": "double(self.min) > 0.0", "message": "min must be strictly greater than 0"},
+        _MIN_BELOW_MAX,
+    ],
+}
+
 MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    **OPTIMIZATION_RULES,
     trainjob.Trainer: TRAINER_FIELDS_IMMUTABLE,
     trainjob.TrainerStatus: [
         {"rule": "has(self.lastUpdatedTime)", "message": "lastUpdatedTime is required when trainerStatus is present"}
@@ -141,6 +177,10 @@ LIST_MAPS: Final[dict[tuple[type[BaseModel], str], list[str]]] = {
     (trainjob.TrainJobStatus, "conditions"): ["type"],
     (trainjob.TrainJobStatus, "jobs_status"): ["name"],
     (runtime.EnvInjection, "targets"): ["jobName"],
+    (optimization.OptimizationJobSpec, "objectives"): ["metric"],
+    (optimization.OptimizationJobSpec, "parameters"): ["name"],
+    (optimization.OptimizationJobStatus, "conditions"): ["type"],
+    (optimization.OptimizationResult, "parameters"): ["name"],
     # Also what lets the API server correlate old and new items, so dependsOn's transition rule may run.
     (jobset.JobSetSpec, "replicated_jobs"): ["name"],
     (jobset.ReplicatedJob, "depends_on"): ["name"],
@@ -167,8 +207,15 @@ SCHEMA_EXTRA: Final[dict[tuple[type[BaseModel], str], dict[str, Any]]] = {
     (meta.Condition, "reason"): {"maxLength": 1024},
     (meta.Condition, "message"): {"maxLength": 32768},
     (trainjob.JobStatus, "name"): {"maxLength": 253},
+    # Upstream's OptimizationJob: int32 counts, choices of at most 64 characters.
+    (optimization.OptimizationJobSpec, "num_trials"): {"format": "int32"},
+    (optimization.OptimizationJobSpec, "parallel_trials"): {"format": "int32"},
+    (optimization.CategoricalSpace, "choices"): {"items": {"maxLength": optimization.MAX_TEXT}},
 }
-LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {(runtime.EnvInjectionTarget, "container_names")}
+LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {
+    (runtime.EnvInjectionTarget, "container_names"),
+    (optimization.CategoricalSpace, "choices"),
+}
 LIST_ATOMIC: Final[set[tuple[type[BaseModel], str]]] = {
     (trainjob.Trainer, "command"),
     (trainjob.Trainer, "args"),
@@ -309,9 +356,18 @@ DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
     (jobset.ReplicatedJob, "name"): "Name of the replicated job (node, launcher, dataset-initializer, ...).",
     (jobset.ReplicatedJob, "replicas"): "How many Jobs of this template to run.",
     (jobset.ReplicatedJob, "template"): "A batch/v1 JobTemplateSpec.",
+    (optimization.OptimizationJob, "spec"): "What to search over, how, and the TrainJob every trial runs. Cannot "
+    "be changed after creation.",
+    (optimization.OptimizationJob, "status"): "Observed state of the search, written by the controller.",
+    (optimization.Parameter, "search_space"): "Exactly one of uniform, logUniform or categorical.",
+    (optimization.SearchSpace, "uniform"): "Values spread evenly over [min, max].",
+    (optimization.SearchSpace, "log_uniform"): "Values spread evenly on a log scale over [min, max] (min > 0).",
+    (optimization.SearchSpace, "categorical"): "One of a list of values.",
 }
 
 KIND_DESCRIPTIONS: Final = {
+    KIND_OPTIMIZATIONJOB: "A hyperparameter search: trials are TrainJobs made from a template, "
+    "each with its own parameter values; the best trial's values end up in status.result.",
     KIND_TRAINJOB: "A training job: a runtime reference plus the job's own trainer, data and model settings.",
     KIND_TRAINING_RUNTIME: "A namespaced blueprint for TrainJobs: distribution policy plus a JobSet "
     "template.",
