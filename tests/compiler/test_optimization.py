@@ -267,3 +267,11 @@ def test_values_are_what_the_annotation_says() -> None:
         assert json.loads(trial["metadata"]["annotations"]["kubetrain.dev/trial-parameters"]) == trial_parameters(
             trial)
     assert copy.deepcopy(build_trials(job)) == build_trials(job)
+
+
+def test_other_double_braces_are_left_alone() -> None:
+    """A script in the command may have its own braces (a Jinja template, a str.format escape)."""
+    script = 'print(f"{{total}} items"); print("{{ name }}")'
+    doc = optimizationjob(trainer={"command": ["python", "-c", script, "{{.lr}}", "{{.bs}}"]})
+    assert _errors(doc) == []
+    assert build_trial(oj(doc), 0, {"lr": "1", "bs": "2"})["spec"]["trainer"]["command"][2] == script

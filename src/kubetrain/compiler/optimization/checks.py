@@ -78,7 +78,7 @@ def _trial_names(result: Result, oj: OptimizationJob) -> None:
 def _placeholders(result: Result, oj: OptimizationJob) -> None:
     template = oj.spec.train_job_template.to_wire()
     names = [p.name for p in oj.spec.parameters]
-    found = uses(template)
+    found = uses(template, names)
     for use in found:
         if use.name is None:
             close = _close_name(use.text, names)

@@ -212,7 +212,7 @@ def plan(
         kept = [c for c in (oj.status.conditions if oj.status else None) or [] if c.type != CREATED]
         conditions += [c.to_wire() for c in kept]
     elif terminal is not None:
-        put(RUNNING, "False", REASON_FINISHED, summary)
+        put(RUNNING, "False", REASON_FINISHED, _summary(trials, best, metric, final=True))
         put(terminal[0], "True", terminal[1], terminal[2])
     elif any(t.state != "Pending" for t in trials) or create:
         put(RUNNING, "True", REASON_RUNNING, summary)
@@ -250,7 +250,7 @@ def _no_objective(completed: list[Trial], metric: str, *, stopped: bool) -> str:
             f"spec.objectives[0].metric to one of the reported names")
 
 
-def _summary(trials: list[Trial], best: Trial | None, metric: str) -> str:
+def _summary(trials: list[Trial], best: Trial | None, metric: str, *, final: bool = False) -> str:
     counts: dict[str, int] = {}
     for t in trials:
         counts[t.state] = counts.get(t.state, 0) + 1
@@ -258,7 +258,7 @@ def _summary(trials: list[Trial], best: Trial | None, metric: str) -> str:
              (FAILED, "failed"), ("Pending", "to start"))
     text = ", ".join(f"{counts[s]} {label}" for s, label in order if counts.get(s))
     if best is not None:
-        text += f"; best so far: {best.name} with {metric}={_fmt(best.objective)}"
+        text += f"; best{'' if final else ' so far'}: {best.name} with {metric}={_fmt(best.objective)}"
     unscored = [t for t in trials if t.state == COMPLETE and t.objective is None]
     if unscored:
         text += f"; {unscored[0].name} {unscored[0].note}"

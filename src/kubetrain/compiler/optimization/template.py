@@ -2,8 +2,9 @@
 
 A placeholder is ``{{.name}}`` (spaces inside the braces allowed: ``{{ .lr }}``) in any string of the template's
 spec, and in the values of its labels and annotations; it is replaced by the trial's value of parameter ``name``.
-Anything else between ``{{`` and ``}}`` is a mistake (``{{lr}}``, ``${trialParameters.lr}`` is Katib's syntax) and
-is reported, never passed on to a trial.
+What was meant as one but is not (``{{lr}}`` or ``{{ .lr | quote }}``: braces around a parameter's name or a dotted
+word; ``${trialParameters.lr}``, Katib's syntax) is reported, never passed on to a trial. Other double braces (in a
+script's text, say) are left alone.
 
 Every trial's trainer also gets each value as ``KUBEFLOW_TRAINER_OPT_<NAME>`` (upstream's KEP-3562), so a command
 may read it as ``$(KUBEFLOW_TRAINER_OPT_LR)`` (Kubernetes expands it) or from the environment.
@@ -50,14 +51,18 @@ def strings(node: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from strings(value, f"{path}[{i}]")
 
 
-def uses(template: dict[str, Any], root: str = "spec.trainJobTemplate") -> list[Use]:
-    """Placeholders in a template (``{"metadata": ..., "spec": ...}`` as on the wire), in document order."""
+def uses(template: dict[str, Any], names: list[str], root: str = "spec.trainJobTemplate") -> list[Use]:
+    """Placeholders in a template (``{"metadata": ..., "spec": ...}`` as on the wire), in document order; ``names``:
+    the parameters (braces around one of them are a malformed placeholder, others are someone else's text)."""
     found: list[Use] = []
     for key in ("metadata", "spec"):
         for path, text in strings(template.get(key) or {}, f"{root}.{key}"):
             for m in _BRACES.finditer(text):
                 strict = PLACEHOLDER.fullmatch(m.group(0))
-                found.append(Use(path, strict.group(1) if strict else None, m.group(0)))
+                if strict is not None:
+                    found.append(Use(path, strict.group(1), m.group(0)))
+                elif m.group(1).strip().startswith(".") or set(re.findall(r"[A-Za-z0-9_-]+", m.group(1))) & set(names):
+                    found.append(Use(path, None, m.group(0)))
             for m in _KATIB.finditer(text):
                 found.append(Use(path, None, m.group(0)))
     return found
