@@ -24,7 +24,7 @@ from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import objects as core
-from kubetrain.local import paths, pod_objects
+from kubetrain.local import optimizationjobs, paths, pod_objects
 from kubetrain.local.logs.stream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.objects import NotFoundError
 from kubetrain.local.sandbox import namespaces, pods
@@ -35,6 +35,7 @@ from kubetrain.local.submit import admission, changes
 
 if TYPE_CHECKING:
     from kubetrain.api import AnyRuntime, TrainJob
+    from kubetrain.api.optimization import OptimizationJob
     from kubetrain.api.views import TrainJobDetails
     from kubetrain.local.housekeeping import Pruned
 
@@ -80,10 +81,14 @@ class LocalBackend:
             if m.get("kind") == C.KIND_TRAINJOB:
                 name, verb = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
                 applied.append(f"trainjob/{name} {verb}")
+            elif m.get("kind") == C.KIND_OPTIMIZATIONJOB:
+                namespaces.check_available()  # its trials could never run: nothing is recorded
+                name, verb = optimizationjobs.apply(self.store, m, namespace=namespace, workdir=workdir or os.getcwd())
+                applied.append(f"optimizationjob/{name} {verb}")
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
-                    f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
-                    "ClusterTrainingRuntime, ConfigMap, Secret or PersistentVolumeClaim)"
+                    f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, OptimizationJob, "
+                    "TrainingRuntime, ClusterTrainingRuntime, ConfigMap, Secret or PersistentVolumeClaim)"
                 )
         return applied
 
@@ -423,6 +428,30 @@ class LocalBackend:
         from kubetrain.local.housekeeping import remove_files
 
         remove_files(row, keep_logs=keep_logs)
+
+    # OptimizationJobs (see kubetrain.local.optimizationjobs; their controller is kubetrain.local.trials).
+    def list_optimizationjobs(self, namespace: str | None) -> list[OptimizationJob]:
+        from kubetrain.api.optimization import OptimizationJob
+
+        return [OptimizationJob.model_validate(r.manifest) for r in optimizationjobs.list_rows(self.store, namespace)]
+
+    def get_optimizationjob(self, name: str, namespace: str) -> OptimizationJob:
+        from kubetrain.api.optimization import OptimizationJob
+
+        return OptimizationJob.model_validate(optimizationjobs.get(self.store, name, namespace).manifest)
+
+    def delete_optimizationjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:
+        """Stop its controller, then delete every trial (each TrainJob as ``delete trainjob`` does: its pods get
+        their grace period), then the OptimizationJob: what ownerReference garbage collection does on a cluster."""
+        row = optimizationjobs.get(self.store, name, namespace)
+        optimizationjobs.stop_controller(row)
+        for trial in optimizationjobs.trial_rows(self.store, row):
+            try:
+                self.delete_trainjob(trial.name, namespace, keep_logs=keep_logs)
+            except NotFoundError:
+                continue  # deleted meanwhile
+        if not optimizationjobs.delete(self.store, row):
+            raise NotFoundError(f'optimizationjob "{name}" was deleted or replaced meanwhile')
 
     def _stop_supervisor(self, row: TrainJobRow) -> None:
         from kubetrain.local.sandbox import terminate
