@@ -29,6 +29,7 @@ from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
 from kubetrain.k8s.operator.leader import LeaderElector
 from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.optimization import OptimizationController
 from kubetrain.k8s.operator.reconciler import Caches, Key, ReconcileError, Requeue, TrainJobReconciler, utcnow
 from kubetrain.k8s.operator.settings import OperatorSettings
 from kubetrain.k8s.operator.status_server import StatusEndpoint
@@ -36,6 +37,8 @@ from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
 log = logging.getLogger("kubetrain.operator")
 CONTROLLER = "trainjob"
+OPTIMIZATION_WORKERS = 2
+"""An OptimizationJob reconcile is a few cache reads and at most parallelTrials applies."""
 LEGACY_FINALIZER = "trainer.kubeflow.org/resource-in-use"
 
 
@@ -157,7 +160,10 @@ class Operator:
         self.reconciler = TrainJobReconciler(
             client, self.caches, self.metrics, keygen=keygen, clock=clock, status_server=self.status_options
         )
-        self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
+        self.optimization = OptimizationController(client, self.trainjobs, s, self.metrics, clock=clock)
+        """OptimizationJobs: their trials are TrainJobs this operator then runs (``optimization``)."""
+        self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values(),
+                          self.optimization.informer]
         self.pods: Informer | None = None
         self.failures: FailureRecorder | None = None
         """The pods' failures recorded on their TrainJobs (``failures``), when ``settings.pod_failures``."""
@@ -410,6 +416,7 @@ class Operator:
                 informer_tasks.append(asyncio.create_task(inf.run()))
                 await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
+            workers += [asyncio.create_task(self.optimization.worker()) for _ in range(OPTIMIZATION_WORKERS)]
             if self.failures is not None:
                 self._spawn(self.failures.run())
             if s.resync_period > 0:
@@ -426,6 +433,7 @@ class Operator:
             if self.elector is not None and self.elector.lost.is_set():
                 code = 1
             self.queue.close()
+            self.optimization.queue.close()
             _, pending = await asyncio.wait(workers, timeout=s.shutdown_grace)
             for task in [*pending, *informer_tasks, *self._tasks]:
                 task.cancel()
@@ -454,6 +462,7 @@ class Operator:
             await asyncio.sleep(self.settings.resync_period)
             for key in list(self.trainjobs.store):
                 self.queue.add(key, LOW)
+            self.optimization.resync()
 
 
 async def run_operator(client: Client, settings: OperatorSettings, stop: asyncio.Event) -> int:
