@@ -335,22 +335,26 @@ async def create(request: web.Request) -> web.Response:
     built, errors, warnings = await _checked(ui, request)
     if errors:
         body = _findings(built, errors, warnings)
-        body.update(error=f"the TrainJob has {len(errors)} error{'s' * (len(errors) != 1)}; nothing was created",
+        what = "OptimizationJob" if built.manifest["kind"] == c.KIND_OPTIMIZATIONJOB else "TrainJob"
+        body.update(error=f"the {what} has {len(errors)} error{'s' * (len(errors) != 1)}; nothing was created",
                     status=422, fix="fix the fields marked below")
         return web.json_response(body, status=422)
     ns, name = built.namespace, str(built.manifest["metadata"]["name"])
+    search = built.manifest["kind"] == c.KIND_OPTIMIZATIONJOB
 
     def run(b: Backend) -> str:
         try:
-            b.get_trainjob(name, ns)
+            b.get_optimizationjob(name, ns) if search else b.get_trainjob(name, ns)
         except KubetrainError:
             pass  # not there: create it
         else:
-            raise UiError(409, f'trainjob "{name}" already exists in namespace {ns}', "pick another name")
+            kind = "optimizationjob" if search else "trainjob"
+            raise UiError(409, f'{kind} "{name}" already exists in namespace {ns}', "pick another name")
         return submit.apply(built, b, cluster=ui.settings.cluster, workdir=ui.settings.workdir)
 
     message = await ui.backends.call(run)
     return web.json_response({
-        "message": message, "namespace": ns, "name": name, "url": f"/trainjobs/{ns}/{name}",
+        "message": message, "namespace": ns, "name": name,
+        "url": f"/optimizationjobs/{ns}/{name}" if search else f"/trainjobs/{ns}/{name}",
         "warnings": [submit.finding_json(f) for f in warnings],
     })

@@ -59,22 +59,7 @@ const Job = (() => {
 
   // -- charts -------------------------------------------------------------------------------------------------
   const Charts = (() => {
-    let loading = null;
     const drawn = new Map();
-
-    function plotly() {
-      if (window.Plotly) return Promise.resolve(window.Plotly);
-      if (!loading) {
-        loading = new Promise((resolve, reject) => {
-          const script = document.createElement("script");
-          script.src = `/static/plotly.min.js?v=${document.querySelector('link[rel="stylesheet"]').href.split("v=")[1] || ""}`;
-          script.onload = () => resolve(window.Plotly);
-          script.onerror = () => reject(new Error("plotly.js could not be loaded"));
-          document.head.append(script);
-        });
-      }
-      return loading;
-    }
 
     // One series per metric with at least one numeric value, and the progress percentage.
     function series() {
@@ -113,7 +98,7 @@ const Job = (() => {
         drawn.set(name, holder);
       }
       let Plotly;
-      try { Plotly = await plotly(); } catch (e) {
+      try { Plotly = await KT.plotly(); } catch (e) {
         document.getElementById("charts-note").textContent = `Charts unavailable: ${e.message}.`;
         return;
       }

@@ -111,6 +111,22 @@ const KT = (() => {
     }
   }
 
+  // plotly.js (served from the installed plotly package), loaded once, only by pages that draw charts.
+  let plotlyLoading = null;
+  function plotly() {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = `/static/plotly.min.js?v=${document.querySelector('link[rel="stylesheet"]').href.split("v=")[1] || ""}`;
+        script.onload = () => resolve(window.Plotly);
+        script.onerror = () => reject(new Error("plotly.js could not be loaded"));
+        document.head.append(script);
+      });
+    }
+    return plotlyLoading;
+  }
+
   function live(state) {
     const node = document.getElementById("live");
     if (!node) return;
@@ -118,7 +134,7 @@ const KT = (() => {
     node.textContent = {on: "live", off: "reconnecting…", done: "finished"}[state] || "connecting…";
   }
 
-  return {el, csrf, post, duration, age, etaText, stateBadge, progressCell, errorNotice, toast, tick, live};
+  return {el, csrf, post, duration, age, etaText, stateBadge, progressCell, errorNotice, toast, tick, live, plotly};
 })();
 
 // -- The TrainJobs list ------------------------------------------------------------------------------------------
