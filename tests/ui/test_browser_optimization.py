@@ -82,8 +82,9 @@ def test_a_search_from_the_form_to_its_live_page(browser: Any, ui: RunningUi) ->
     wait_for(browser, lambda d: d.current_url.endswith("/optimizationjobs/default/tune-x"), what="the search's page")
     wait_for(browser, lambda d: _text(d, "#state .state") == "Complete", timeout=180, what="the search Complete")
     # Read in one script: the live page may replace the rows at any moment.
-    rows = browser.execute_script("""return [...document.querySelectorAll('#trials tbody tr')].map((r) =>
-        [r.dataset.trial, r.querySelector('.state').innerText, r.querySelector('.objective').innerText, r.className])""")
+    rows = browser.execute_script("""return [...document.querySelectorAll('#trials tbody tr')].map((r) => [
+        r.dataset.trial, r.querySelector('.state').innerText, r.querySelector('.objective').innerText,
+        r.className])""")
     assert [r[1] for r in rows] == ["Complete"] * 4
     objectives = [float(r[2]) for r in rows]
     assert objectives == sorted(objectives)  # best first
