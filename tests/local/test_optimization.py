@@ -51,7 +51,7 @@ def controllers(home: Path) -> list[int]:
     """This test's OptimizationJob controllers (their $KUBETRAIN_HOME is the test's)."""
     mark = f"KUBETRAIN_HOME={home}".encode()
     out = []
-    for pid in pids_with("kubetrain.local.trials"):
+    for pid in pids_with("kubetrain.local.optimizer"):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if mark in f.read().split(b"\0"):

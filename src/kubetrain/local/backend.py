@@ -82,8 +82,7 @@ class LocalBackend:
                 name, verb = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
                 applied.append(f"trainjob/{name} {verb}")
             elif m.get("kind") == C.KIND_OPTIMIZATIONJOB:
-                namespaces.check_available()  # its trials could never run: nothing is recorded
-                name, verb = optimizationjobs.apply(self.store, m, namespace=namespace, workdir=workdir or os.getcwd())
+                name, verb = self.apply_optimizationjob(m, namespace=namespace, workdir=workdir or os.getcwd())
                 applied.append(f"optimizationjob/{name} {verb}")
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
@@ -430,6 +429,28 @@ class LocalBackend:
         remove_files(row, keep_logs=keep_logs)
 
     # OptimizationJobs (see kubetrain.local.optimizationjobs; their controller is kubetrain.local.trials).
+    def apply_optimizationjob(self, manifest: dict[str, Any], *, namespace: str, workdir: str) -> tuple[str, str]:
+        """Create (or relabel) an OptimizationJob. A new one gets its first trials here, at once (the controller's
+        first pass, run by this process), then its controller process takes over."""
+        from kubetrain.local.trials import Controller
+
+        namespaces.check_available()  # its trials could never run: nothing is recorded
+        name, verb = optimizationjobs.apply(self.store, manifest, namespace=namespace, workdir=workdir)
+        if verb != "created":
+            return name, verb
+        ns = manifest.get("metadata", {}).get("namespace") or namespace
+        try:
+            row = optimizationjobs.find(self.store, name, ns)
+            if row is not None:
+                Controller(self.store, ns, name, self.submit_trial).step(row)
+        finally:
+            optimizationjobs.spawn_controller(self.store, ns, name)
+        return name, verb
+
+    def submit_trial(self, manifest: dict[str, Any], namespace: str, workdir: str) -> None:
+        """A trial TrainJob, submitted as ``kubetrain apply`` submits one (never replacing an existing one)."""
+        self.submit(manifest, namespace=namespace, workdir=workdir, detach=True, create_only=True)
+
     def list_optimizationjobs(self, namespace: str | None) -> list[OptimizationJob]:
         from kubetrain.api.optimization import OptimizationJob
 

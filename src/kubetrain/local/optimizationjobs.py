@@ -1,10 +1,10 @@
 """OptimizationJobs on this machine: applying one (validated like every entry point, stored, its controller
 started), reading them, and keeping a controller behind each unfinished one.
 
-The controller (``kubetrain.local.trials``, one detached process per OptimizationJob) holds no state of its own:
-everything it needs is the stored OptimizationJob and its trial TrainJobs. So a controller that died (killed, a
-reboot) is simply started again by the next reader that notices, like a Deployment restarting its pod; the trials
-it had started keep running under their own supervisors meanwhile.
+The controller (``kubetrain.local.trials``, run by one detached process per OptimizationJob: ``optimizer``) holds
+no state of its own: everything it needs is the stored OptimizationJob and its trial TrainJobs. So a controller that
+died (killed, a reboot) is simply started again by the next reader that notices, like a Deployment restarting its
+pod; the trials it had started keep running under their own supervisors meanwhile.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import time
 import uuid
 from typing import IO, TYPE_CHECKING, Any
 
-from kubetrain.api import constants as C
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.sandbox import pods
 from kubetrain.local.store import optimization as rows
-from kubetrain.local.store.db import Store
+from kubetrain.local.store.db import Store, TrainJobRow
 from kubetrain.local.store.optimization import OptimizationJobRow
 from kubetrain.local.store.status import finished, now_rfc3339
 from kubetrain.local.submit import changes
@@ -30,13 +29,14 @@ from kubetrain.local.submit import changes
 if TYPE_CHECKING:
     from kubetrain.api.optimization import OptimizationJob
 
-CONTROLLER_MODULE = "kubetrain.local.trials"
+CONTROLLER_MODULE = "kubetrain.local.optimizer"
 GO = b"go\n"  # what a new controller waits for on stdin before it acts (the supervisor's handshake)
 
 
 def apply(store: Store, manifest: dict[str, Any], *, namespace: str, workdir: str) -> tuple[str, str]:
-    """Create the OptimizationJob and start its controller, or update the labels and annotations of an existing
-    one (its spec is immutable). Returns the name and ``created``, ``configured`` or ``unchanged``."""
+    """Create the OptimizationJob, owned by this process (the caller runs a first pass and then starts its
+    controller: ``spawn_controller``), or update the labels and annotations of an existing one (its spec is
+    immutable). Returns the name and ``created``, ``configured`` or ``unchanged``."""
     from pydantic import ValidationError
 
     from kubetrain.api.optimization import OptimizationJob
@@ -60,7 +60,6 @@ def apply(store: Store, manifest: dict[str, Any], *, namespace: str, workdir: st
     oj.metadata.generation = 1
     oj.status = None
     rows.create(store, oj.to_wire(), workdir, (os.getpid(), pods.proc_start_time(os.getpid())))
-    spawn_controller(store, oj.namespace, oj.name)
     return oj.name, "created"
 
 
@@ -114,6 +113,10 @@ def ensure_controller(store: Store, row: OptimizationJobRow) -> OptimizationJobR
     return rows.get(store, row.namespace, row.name) or row
 
 
+def find(store: Store, name: str, namespace: str) -> OptimizationJobRow | None:
+    return rows.get(store, namespace, name)
+
+
 def get(store: Store, name: str, namespace: str) -> OptimizationJobRow:
     row = rows.get(store, namespace, name)
     if row is None:
@@ -153,10 +156,7 @@ def delete(store: Store, row: OptimizationJobRow) -> bool:
     return rows.delete(store, row.namespace, row.name, uid=row.uid)
 
 
-def trial_rows(store: Store, row: OptimizationJobRow) -> list[Any]:
-    """The stored TrainJobs that are this OptimizationJob's trials (its uid in their ownerReferences)."""
-    return [
-        t for t in store.list_trainjobs(row.namespace)
-        if any(r.get("uid") == row.uid and r.get("kind") == C.KIND_OPTIMIZATIONJOB
-               for r in (t.trainjob.get("metadata") or {}).get("ownerReferences") or [])
-    ]
+def trial_rows(store: Store, row: OptimizationJobRow) -> list[TrainJobRow]:
+    """The stored TrainJobs that are this OptimizationJob's trials (its uid in their ownerReferences), without their
+    compiled objects."""
+    return rows.trials(store, row.namespace, row.uid)

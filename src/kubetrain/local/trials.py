@@ -1,45 +1,59 @@
 """The OptimizationJob controller on this machine: one detached process per OptimizationJob
-(``python -m kubetrain.local.trials NAMESPACE NAME``, started by ``kubetrain apply``).
+(``python -m kubetrain.local.optimizer NAMESPACE NAME``, started by ``kubetrain apply``, which runs the first pass
+itself so the first trials start at once).
 
 Each pass reads the OptimizationJob and its trial TrainJobs from the store and does what the compiler's rules
-(``kubetrain.compiler.optimization.plan``) say: submit the next trials through ``LocalBackend.submit`` (the same
+(``kubetrain.compiler.optimization.plan``) say: submit the next trials (through ``LocalBackend.submit``, the same
 path as ``kubetrain apply`` of a TrainJob: validation, the local queue and gang scheduler, a supervisor per trial),
-and write the status. It wakes when a trial's row or pods change (the store's change marks, looked at ten times a
-second), and exits once the search has ended and no trial is left running, or when its OptimizationJob is
+and write the status. It wakes when a trial's row or pods change (the store's change marks, looked at twenty times
+a second), and exits once the search has ended and no trial is left running, or when its OptimizationJob is
 deleted. It keeps no state of its own, so it can be killed and started again at any point.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import optimizationjobs
-from kubetrain.local.backend import LocalBackend
 from kubetrain.local.store import optimization as rows
 from kubetrain.local.store import reaper
-from kubetrain.local.store.db import AlreadyExistsError, Store, StoreError
-from kubetrain.local.store.status import now_rfc3339
-from kubetrain.local.supervisor.controller import configure_logging
+from kubetrain.local.store.db import AlreadyExistsError, Store
 
 log = logging.getLogger("kubetrain.local.trials")
-POLL = 0.1
+POLL = 0.05
+Submit = Callable[[dict[str, Any], str, str], object]
+"""``submit(trial manifest, namespace, workdir)``: create a trial TrainJob and start it (``LocalBackend``'s)."""
 RETRY = 5.0
 """Seconds before a trial that could not be created is tried again (its error stays in the Created condition)."""
 
 
 class Controller:
-    def __init__(self, store: Store, namespace: str, name: str) -> None:
+    def __init__(self, store: Store, namespace: str, name: str, submit: Submit) -> None:
         self.store, self.namespace, self.name = store, namespace, name
-        self.backend = LocalBackend(store)
+        self.submit = submit
         self.stop = threading.Event()
         self.creation_error: str | None = None
         self.retry_at = 0.0
+        self._model: tuple[str, Any] | None = None  # (the spec as stored, its model): parsed once
+
+    def _job(self, row: rows.OptimizationJobRow) -> Any:
+        """The OptimizationJob as a model, with the stored status (the spec is immutable: parsed once)."""
+        import json
+
+        from kubetrain.api.optimization import OptimizationJob, OptimizationJobStatus
+
+        key = json.dumps({k: v for k, v in row.manifest.items() if k != "status"}, sort_keys=True)
+        if self._model is None or self._model[0] != key:
+            self._model = (key, OptimizationJob.model_validate({**row.manifest, "status": None}))
+        oj = self._model[1].model_copy()
+        status = row.manifest.get("status")
+        oj.status = OptimizationJobStatus.model_validate(status) if status else None
+        return oj
 
     def run(self) -> None:
         row = rows.get(self.store, self.namespace, self.name)
@@ -62,10 +76,10 @@ class Controller:
 
     def step(self, row: rows.OptimizationJobRow) -> bool:
         """One pass; True once the search ended and no trial runs any more."""
-        from kubetrain.api.optimization import OptimizationJob
         from kubetrain.compiler.optimization import build_trial, plan
+        from kubetrain.local.store.status import now_rfc3339
 
-        oj = OptimizationJob.model_validate(row.manifest)
+        oj = self._job(row)
         trials = [reaper.check(self.store, t).trainjob for t in optimizationjobs.trial_rows(self.store, row)]
         decided = plan(oj, trials, now=now_rfc3339(), creation_error=self.creation_error)
         created = False
@@ -73,8 +87,7 @@ class Controller:
             self.creation_error, self.retry_at = None, 0.0
             for index in decided.create:
                 try:
-                    self.backend.submit(build_trial(oj, index), namespace=row.namespace, workdir=row.workdir,
-                                        detach=True, create_only=True)
+                    self.submit(build_trial(oj, index), row.namespace, row.workdir)
                     created = True
                 except AlreadyExistsError:
                     continue  # created by an earlier incarnation of this controller: the next pass reads it
@@ -90,28 +103,3 @@ class Controller:
             rows.set_status(self.store, row.namespace, row.name, row.uid, decided.status)
         return decided.finished and all(t.finished or t.state == "Pending" for t in decided.trials)
 
-
-def main() -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="kubetrain OptimizationJob controller (started by `kubetrain apply`)")
-    parser.add_argument("namespace")
-    parser.add_argument("name")
-    args = parser.parse_args()
-    if sys.stdin.buffer.read(len(optimizationjobs.GO)) != optimizationjobs.GO:
-        return  # whoever started us died before recording our pid: a reader starts a controller instead
-    configure_logging()
-    controller = Controller(Store(), args.namespace, args.name)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _s, _f: controller.stop.set())
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        controller.run()
-    except (KubetrainError, StoreError) as exc:
-        log.error("optimization controller failed optimizationjob=%s/%s error=%r", args.namespace, args.name,
-                  str(exc))
-        raise SystemExit(1) from None
-
-
-if __name__ == "__main__":
-    main()

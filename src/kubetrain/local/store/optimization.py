@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.local.store.db import AlreadyExistsError, Store
+from kubetrain.local.store.db import AlreadyExistsError, Store, TrainJobRow
 
 _COLUMNS = "namespace, name, uid, manifest, workdir, controller_pid, controller_start, created"
 
@@ -94,3 +94,18 @@ def delete(store: Store, namespace: str, name: str, uid: str | None = None) -> b
             return False
         c.execute("DELETE FROM optimizationjobs WHERE namespace=? AND name=?", (namespace, name))
         return True
+
+
+def trials(store: Store, namespace: str, uid: str) -> list[TrainJobRow]:
+    """The TrainJobs an OptimizationJob (``uid``) owns, without their compiled objects (the controller reads them
+    twenty times a second; the compiled JobSets are most of a row)."""
+    found = store.read(
+        "SELECT namespace, name, uid, trainjob, workdir, supervisor_pid, supervisor_start, restarts, created"
+        " FROM trainjobs WHERE namespace=? AND instr(trainjob, ?) > 0 ORDER BY created", (namespace, uid))
+    out = []
+    for r in found:
+        tj = json.loads(r[3])
+        refs = (tj.get("metadata") or {}).get("ownerReferences") or []
+        if any(ref.get("uid") == uid and ref.get("kind") == "OptimizationJob" for ref in refs):
+            out.append(TrainJobRow(r[0], r[1], r[2], tj, [], r[4], r[5], r[6], r[7], r[8]))
+    return out
