@@ -187,3 +187,33 @@ def test_a_trial_that_cannot_be_created_says_why_and_is_retried() -> None:
             await wait_for(lambda: conditions(env)["Created"]["status"] == "True", what="Created=True again")
 
     run(body)
+
+
+def test_early_stopping_suspends_a_trial_that_falls_behind() -> None:
+    """Opt-in (an annotation): the operator keeps each trial's reports as they arrive (the API keeps only the
+    latest) and stops, by suspending, a trial whose best loss is worse than the completed trials' median."""
+
+    async def body() -> None:
+        async with operator_env() as (env, _):
+            doc = optimizationjob(numTrials=5, parallelTrials=1)
+            doc["metadata"]["annotations"] = {"kubetrain.dev/early-stopping": "median"}
+            await env.client.create(doc)
+
+            async def report(name: str, progress: int, loss: str) -> None:
+                await wait_for(lambda: env.find("trainjobs", name), what=name)
+                ts = {"progressPercentage": progress, "metrics": [{"name": "loss", "value": loss}],
+                      "lastUpdatedTime": "2026-08-01T00:00:00Z"}
+                await env.client.patch_status(r.TRAINJOB, name, "default", {"trainerStatus": ts})
+
+            for i, loss in enumerate(("0.5", "0.4", "0.6")):
+                await report(f"tune-{i}", 50, loss)
+                await finish(env, f"tune-{i}", loss=str(float(loss) - 0.1))
+                await wait_for(lambda i=i: finished(env, f"tune-{i}"), what=f"tune-{i} done")
+            await report("tune-3", 50, "3.0")  # far behind the median (0.5 at 50 %)
+            stopped = await wait_for(lambda: env.get("trainjobs", "tune-3")["spec"].get("suspend"), what="suspended")
+            assert stopped is True
+            note = env.get("trainjobs", "tune-3")["metadata"]["annotations"]["kubetrain.dev/early-stopped"]
+            assert note.startswith("median stopping: best loss 3 by 50 is worse than the median 0.5 of 3")
+            await wait_for(lambda: env.find("trainjobs", "tune-4"), what="the next trial in its place")
+
+    run(body)

@@ -72,9 +72,10 @@ def stop_leftovers(kt_home: Path) -> Iterator[None]:
 
 def search(name: str = "quad", trials: int = 4, parallel: int = 2, **extra: Any) -> dict[str, Any]:
     env = [{"name": k, "value": v} for k, v in extra.pop("env", {}).items()]
+    parameters = extra.pop("parameters", [{"name": "x", "searchSpace": {"uniform": {"min": "0", "max": "1"}}}])
     doc = optimizationjob(
         name,
-        parameters=[{"name": "x", "searchSpace": {"uniform": {"min": "0", "max": "1"}}}],
+        parameters=parameters,
         trainer={"command": [sys.executable, "trial.py", "{{.x}}"], **({"env": env} if env else {})},
         runtime="plain",
         numTrials=trials,
@@ -214,3 +215,40 @@ def test_delete_takes_the_trials_and_the_controller(kt_home: Path, tmp_path: Pat
     assert out.stdout.strip() == 'optimizationjob.trainer.kubeflow.org "quad" deleted (and its trials)'
     assert "No TrainJobs found" in kt("get", "tj").stderr
     assert not controllers(kt_home)
+
+
+# Reports three times (at 30, 60 and 100 %), straight to the endpoint as the SDK does (without its 5 s throttle);
+# trial x is worse the further it is from 0.3, and a trial with x above 0.8 would be the worst by far.
+STAGED = """
+import datetime, json, os, ssl, sys, time, urllib.request
+x = float(sys.argv[1])
+def report(progress, loss):
+    body = {"trainerStatus": {"progressPercentage": progress, "metrics": [{"name": "loss", "value": str(loss)}],
+            "lastUpdatedTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(),
+                                 method="POST")
+    req.add_header("Authorization", "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip())
+    ctx = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+    urllib.request.urlopen(req, context=ctx, timeout=10).close()
+for progress in (30, 60, 100):
+    report(progress, (x - 0.3) ** 2 + 1 / progress)
+    with open("runs.log", "a") as f:
+        f.write(f"{x} {progress}\\n")
+    time.sleep(0.8 if x < 0.8 else 3)
+"""
+
+
+def test_early_stopping_stops_a_trial_that_falls_behind(kt_home: Path, tmp_path: Path) -> None:
+    (tmp_path / "trial.py").write_text(STAGED)
+    grid = [{"name": "x", "searchSpace": {"categorical": {"choices": ["0.3", "0.35", "0.25", "0.9"]}}}]
+    doc = search(trials=4, parallel=1, parameters=grid, searchAlgorithm={"grid": {}})
+    doc["metadata"]["annotations"] = {"kubetrain.dev/early-stopping": "median"}
+    kt("apply", "-f", write(tmp_path / "oj.yaml", plain_runtime(), doc))
+    done = wait_state("quad", ("Complete", "Failed"))
+    assert done["state"]["state"] == "Complete"
+    by_x = {t["parameters"]["x"]: t for t in done["trials"]}
+    assert by_x["0.9"]["state"] == "EarlyStopped"
+    assert by_x["0.9"]["note"].startswith("median stopping: best loss")
+    assert done["best"] == by_x["0.3"]["name"]
+    lines = (tmp_path / "runs.log").read_text().split("\n")
+    assert "0.9 30" in lines and "0.9 100" not in lines  # stopped before its last report

@@ -73,7 +73,7 @@ def trial_table(v: OptimizationView) -> str:
     rows = []
     for t in v.trials:
         note = t.note
-        if not note and t.name in v.states and v.trial_state(t) not in ("Running", "Complete"):
+        if not note and t.name in v.states and not t.finished and v.trial_state(t) != "Running":
             why = v.states[t.name]
             note = ": ".join(p for p in (why.reason, why.message) if p)
         mark = "*" if v.best is not None and t.name == v.best.name else ""

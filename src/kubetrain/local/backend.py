@@ -442,10 +442,21 @@ class LocalBackend:
         try:
             row = optimizationjobs.find(self.store, name, ns)
             if row is not None:
-                Controller(self.store, ns, name, self.submit_trial).step(row)
+                Controller(self.store, ns, name, self.submit_trial, self.stop_trial).step(row)
         finally:
             optimizationjobs.spawn_controller(self.store, ns, name)
         return name, verb
+
+    def stop_trial(self, name: str, namespace: str, why: str) -> None:
+        """Stop a trial early: suspended (its pods stop, as ``spec.suspend`` stops them) and annotated with why."""
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler.optimization.stopping import ANNOTATION_STOPPED
+
+        row = self._row(name, namespace)
+        tj = TrainJob.model_validate(row.trainjob)
+        tj.metadata.annotations = {**(tj.metadata.annotations or {}), ANNOTATION_STOPPED: why}
+        tj.spec.suspend = True
+        changes.update(self.store, row, tj)
 
     def submit_trial(self, manifest: dict[str, Any], namespace: str, workdir: str) -> None:
         """A trial TrainJob, submitted as ``kubetrain apply`` submits one (never replacing an existing one)."""

@@ -29,7 +29,7 @@ def main() -> None:
     configure_logging()
     store = Store()
     backend = LocalBackend(store)
-    controller = Controller(store, args.namespace, args.name, backend.submit_trial)
+    controller = Controller(store, args.namespace, args.name, backend.submit_trial, backend.stop_trial)
     _warm(backend, store, args.namespace, args.name)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda _s, _f: controller.stop.set())

@@ -28,14 +28,17 @@ log = logging.getLogger("kubetrain.local.trials")
 POLL = 0.05
 Submit = Callable[[dict[str, Any], str, str], object]
 """``submit(trial manifest, namespace, workdir)``: create a trial TrainJob and start it (``LocalBackend``'s)."""
+Stop = Callable[[str, str, str], object]
+"""``stop(trial name, namespace, why)``: suspend a trial and annotate it as stopped early (``LocalBackend``'s)."""
 RETRY = 5.0
 """Seconds before a trial that could not be created is tried again (its error stays in the Created condition)."""
 
 
 class Controller:
-    def __init__(self, store: Store, namespace: str, name: str, submit: Submit) -> None:
+    def __init__(self, store: Store, namespace: str, name: str, submit: Submit, stop: Stop | None = None) -> None:
         self.store, self.namespace, self.name = store, namespace, name
         self.submit = submit
+        self.stop_trial = stop
         self.stop = threading.Event()
         self.creation_error: str | None = None
         self.retry_at = 0.0
@@ -74,6 +77,19 @@ class Controller:
                     return
             self.stop.wait(POLL)
 
+    def _histories(self, oj: Any, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Each trial's reports of the objective (the store keeps every report), when early stopping is on."""
+        from kubetrain.compiler.optimization.stopping import points, policy_of
+
+        if policy_of(oj.metadata.annotations) is None:
+            return None
+        metric = oj.spec.objective.metric
+        out = {}
+        for tj in trials:
+            name = tj["metadata"]["name"]
+            out[name] = points([p.report for p in self.store.list_progress(self.namespace, name)], metric)
+        return out
+
     def step(self, row: rows.OptimizationJobRow) -> bool:
         """One pass; True once the search ended and no trial runs any more."""
         from kubetrain.compiler.optimization import build_trial, plan
@@ -81,7 +97,12 @@ class Controller:
 
         oj = self._job(row)
         trials = [reaper.check(self.store, t).trainjob for t in optimizationjobs.trial_rows(self.store, row)]
-        decided = plan(oj, trials, now=now_rfc3339(), creation_error=self.creation_error)
+        histories = self._histories(oj, trials)
+        decided = plan(oj, trials, now=now_rfc3339(), creation_error=self.creation_error, histories=histories)
+        for name, why in decided.stop.items():
+            if self.stop_trial is not None:
+                log.info("optimizationjob=%s/%s stopping trial %s: %s", row.namespace, row.name, name, why)
+                self.stop_trial(name, row.namespace, why)
         created = False
         if decided.create and time.monotonic() >= self.retry_at:
             self.creation_error, self.retry_at = None, 0.0

@@ -40,7 +40,7 @@ class OptimizationView:
     def trial_state(self, trial: Trial) -> str:
         """The trial's state for a table: the backend's view of a created trial (Pending, Queued, ...)."""
         seen = self.states.get(trial.name)
-        return seen.state if seen is not None and trial.state not in ("Complete", "Failed", "Pending") else trial.state
+        return seen.state if seen is not None and not trial.finished and trial.state != "Pending" else trial.state
 
     def to_json(self) -> dict[str, Any]:
         """What ``describe -o json`` and the UI's JSON API give."""

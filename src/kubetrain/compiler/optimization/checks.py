@@ -19,6 +19,7 @@ from kubetrain.api.fields import suggest
 from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.optimization_checks import validate_optimizationjob_object
 from kubetrain.api.trainjob import TrainJob
+from kubetrain.compiler.optimization import stopping
 from kubetrain.compiler.optimization.suggest import seed_of, suggestion, trial_count
 from kubetrain.compiler.optimization.template import ENV_PREFIX, env_name, references, substitute, uses
 from kubetrain.compiler.optimization.trials import MAX_NAME, build_trial, longest_trial_name
@@ -31,6 +32,7 @@ def check_optimizationjob(oj: OptimizationJob, *, old: OptimizationJob | None = 
     """Every rule of the OptimizationJob on its own, and its first trial as a TrainJob (None when it cannot be
     built: the errors say why) for the runtime-dependent checks."""
     result = validate_optimizationjob_object(oj, old=old)
+    result.extend(stopping.check(oj.metadata.annotations))
     _trial_names(result, oj)
     _placeholders(result, oj)
     if result.ok:

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kubetrain.api.optimization import MAXIMIZE, OptimizationJob
+from kubetrain.compiler.optimization.stopping import ANNOTATION_STOPPED, History, median_stop, policy_of
 from kubetrain.compiler.optimization.suggest import trial_count
 from kubetrain.compiler.optimization.trials import owned_by, trial_index, trial_name, trial_parameters
 
 CREATED: Final = "Created"
+EARLY_STOPPED: Final = "EarlyStopped"
 RUNNING: Final = "Running"
 COMPLETE: Final = "Complete"
 FAILED: Final = "Failed"
@@ -51,7 +53,7 @@ class Trial:
     index: int
     name: str
     parameters: dict[str, str]
-    state: str  # Pending (not created yet) | Created | Running | Suspended | Complete | Failed
+    state: str  # Pending (not created yet) | Running | Suspended | Complete | Failed | EarlyStopped
     objective: float | None = None
     """The objective metric's value in the trial's last report (for a running trial: so far)."""
     note: str = ""
@@ -60,7 +62,7 @@ class Trial:
 
     @property
     def finished(self) -> bool:
-        return self.state in (COMPLETE, FAILED)
+        return self.state in (COMPLETE, FAILED, EARLY_STOPPED)
 
     @property
     def scored(self) -> bool:
@@ -72,6 +74,8 @@ class Trial:
 class Plan:
     create: list[int]
     """Trial indexes to create now, in order (never more than parallelTrials running at once)."""
+    stop: dict[str, str]
+    """Trials to stop early (name -> why): the OptimizationJob opted in (``stopping``) and they fell behind."""
     trials: list[Trial]
     """Every trial, created or not, in index order."""
     best: Trial | None
@@ -94,6 +98,9 @@ def trial_of(tj: dict[str, Any], metric: str) -> Trial:
                 note = ": ".join(p for p in (cond.get("reason"), (cond.get("message") or "").split("\n")[0]) if p)
     if state == RUNNING and (conditions.get("Suspended") or {}).get("status") == "True":
         state = "Suspended"
+    stopped = (meta.get("annotations") or {}).get(ANNOTATION_STOPPED)
+    if stopped is not None and state != FAILED:
+        state, note = EARLY_STOPPED, stopped
     reported = {
         str(m.get("name")): str(m.get("value"))
         for m in ((status.get("trainerStatus") or {}).get("metrics") or [])
@@ -145,11 +152,13 @@ def plan(
     now: str,
     creation_error: str | None = None,
     invalid: str | None = None,
+    histories: dict[str, History] | None = None,
 ) -> Plan:
     """What to do for ``oj`` given the TrainJobs of its namespace that may be its trials (others are ignored).
 
     ``now``: RFC 3339, for conditions that flip. ``creation_error``: the last attempt to create a trial failed
     (Created=False, retried). ``invalid``: the spec fails validation (the search fails, nothing is created).
+    ``histories``: trial name -> its reports of the objective (``stopping.points``), for early stopping.
     """
     spec = oj.spec
     metric = spec.objective.metric
@@ -180,6 +189,15 @@ def plan(
     elif best is None and len(completed) >= min(NO_OBJECTIVE_AFTER, count):
         terminal = (FAILED, REASON_NO_OBJECTIVE, _no_objective(completed, metric, stopped=True))
     running = [t for t in trials if not t.finished and t.state != "Pending"]
+    stop: dict[str, str] = {}
+    policy = policy_of(oj.metadata.annotations)
+    if policy is not None and histories is not None and terminal is None:
+        finished_ones = [histories.get(t.name, []) for t in completed if t.scored]
+        for t in running:
+            why = median_stop(histories.get(t.name, []), finished_ones, maximize=maximize, policy=policy,
+                              metric=metric)
+            if why is not None:
+                stop[t.name] = why
     create: list[int] = []
     if terminal is None and not already:
         slots = spec.parallel - len(running)
@@ -222,7 +240,7 @@ def plan(
             "trainJobName": best.name,
             "parameters": [{"name": n, "value": v} for n, v in best.parameters.items()],
         }
-    return Plan(create, trials, best, status, already or terminal is not None)
+    return Plan(create, stop, trials, best, status, already or terminal is not None)
 
 
 def _ending(num_trials: int, count: int, trials: list[Trial], best: Trial | None, metric: str) -> tuple[str, str, str]:
@@ -255,7 +273,7 @@ def _summary(trials: list[Trial], best: Trial | None, metric: str, *, final: boo
     for t in trials:
         counts[t.state] = counts.get(t.state, 0) + 1
     order = (("Running", "running"), ("Created", "starting"), ("Suspended", "suspended"), (COMPLETE, "complete"),
-             (FAILED, "failed"), ("Pending", "to start"))
+             (EARLY_STOPPED, "stopped early"), (FAILED, "failed"), ("Pending", "to start"))
     text = ", ".join(f"{counts[s]} {label}" for s, label in order if counts.get(s))
     if best is not None:
         text += f"; best{'' if final else ' so far'}: {best.name} with {metric}={_fmt(best.objective)}"

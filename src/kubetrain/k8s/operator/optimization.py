@@ -22,6 +22,7 @@ from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.api.optimization import OptimizationJob
 from kubetrain.compiler.optimization import build_trial, check_optimizationjob, plan
+from kubetrain.compiler.optimization.stopping import ANNOTATION_STOPPED, History, points, policy_of
 from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.operator.informer import Informer
@@ -31,6 +32,7 @@ from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
 log = logging.getLogger("kubetrain.operator.optimization")
 CONTROLLER = "optimizationjob"
+MAX_REPORTS = 500
 Key = tuple[str, str]
 
 
@@ -61,6 +63,9 @@ class OptimizationController:
         self.queue = WorkQueue(base_delay=settings.backoff_base, max_delay=settings.backoff_max)
         self.trials: dict[str, set[Key]] = {}
         """Owner uid -> keys of the TrainJobs it controls (its trials)."""
+        self.reports: dict[str, list[dict[str, Any]]] = {}
+        """Trial uid -> the trainerStatus reports seen (the API keeps only the latest; early stopping needs the
+        history). Kept in memory: after a restart a trial's history starts again with its next report."""
         self.creation_errors: dict[Key, str] = {}
         """The last failed attempt to create a trial, per OptimizationJob (Created=False until one succeeds)."""
         self.informer.handlers.append(self._on_optimizationjob)
@@ -83,10 +88,17 @@ class OptimizationController:
         namespace, name, uid = owner
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace") or "", meta.get("name") or "")
+        trial_uid = meta.get("uid") or ""
         if type_ == "DELETED":
             self.trials.get(uid, set()).discard(key)
+            self.reports.pop(trial_uid, None)
         else:
             self.trials.setdefault(uid, set()).add(key)
+            report = (obj.get("status") or {}).get("trainerStatus")
+            seen = self.reports.setdefault(trial_uid, [])
+            if isinstance(report, dict) and (not seen or seen[-1] != report):
+                seen.append(report)
+                del seen[:-MAX_REPORTS]
         if not initial:
             self.queue.add((namespace, name), HIGH)
 
@@ -108,7 +120,15 @@ class OptimizationController:
             invalid = f"{first.path}: {first.message}{more}" if first.path else f"{first.message}{more}"
         trials = self._trials(oj)
         now = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        decided = plan(oj, trials, now=now, creation_error=self.creation_errors.get(key), invalid=invalid)
+        histories: dict[str, History] | None = None
+        if policy_of(oj.metadata.annotations) is not None:
+            metric = oj.spec.objective.metric
+            histories = {t["metadata"]["name"]: points(self.reports.get(t["metadata"].get("uid") or "", []), metric)
+                         for t in trials}
+        decided = plan(oj, trials, now=now, creation_error=self.creation_errors.get(key), invalid=invalid,
+                       histories=histories)
+        for name_, why in decided.stop.items():
+            await self._stop(namespace, name_, why)
         if decided.create:
             self.creation_errors.pop(key, None)
             for index in decided.create:
@@ -127,6 +147,13 @@ class OptimizationController:
         await self._write_status(obj, decided.status)
         if key in self.creation_errors:
             raise TrialCreationFailed(self.creation_errors[key])  # retried with backoff
+
+    async def _stop(self, namespace: str, name: str, why: str) -> None:
+        """Stop a trial early: suspended (the TrainJob reconciler stops its pods) and annotated with why."""
+        patch = {"metadata": {"annotations": {ANNOTATION_STOPPED: why}}, "spec": {"suspend": True}}
+        patched = await self.client.merge_patch(r.TRAINJOB, name, namespace, patch)
+        self.trainjobs.remember(patched)
+        log.info("stopped trial %s early: %s", name, why, extra={"object": f"TrainJob {namespace}/{name}"})
 
     def _trials(self, oj: OptimizationJob) -> list[dict[str, Any]]:
         keys = self.trials.get(oj.metadata.uid or "", set())
