@@ -142,6 +142,8 @@ def test_defaults_and_bounds_are_upstreams() -> None:
     choices = space["categorical"]["properties"]["choices"]
     assert (choices["minItems"], choices["maxItems"], choices["items"]["maxLength"],
             choices["x-kubernetes-list-type"]) == (1, 100, 64, "set")
+    seed = props["searchAlgorithm"]["properties"]["random"]["properties"]["seed"]
+    assert seed == {"description": seed["description"], "type": "integer", "format": "int64"}  # no bounds, as upstream
     assert sorted(SPEC["required"]) == ["objectives", "parameters", "trainJobTemplate"]
     assert root(CRD)["required"] == ["spec"]
     assert CRD["spec"]["versions"][0]["subresources"] == {"status": {}}

@@ -48,8 +48,10 @@ class Objective(Model):
 
 
 class RandomAlgorithm(Model):
+    # No minimum/maximum in the schema (upstream has none, and the API server refuses int64 bounds written out):
+    # the range is checked by ``optimization_checks``.
     seed: int | None = Field(
-        None, ge=-(2**63), le=2**63 - 1, json_schema_extra={"format": "int64"},
+        None, json_schema_extra={"format": "int64"},
         description="Seed of the random search: the same seed gives the same trials every time. Without one, "
         "kubetrain derives it from the OptimizationJob's uid (stable for that object).",
     )

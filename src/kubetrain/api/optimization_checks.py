@@ -53,6 +53,10 @@ def _algorithm(result: Result, spec: OptimizationJobSpec) -> None:
     algorithm = spec.search_algorithm
     if algorithm is None:
         return
+    seed = algorithm.random.seed if algorithm.random is not None else None
+    if seed is not None and not -(2**63) <= seed < 2**63:
+        result.error("spec.searchAlgorithm.random.seed", f"seed {seed} does not fit in 64 bits (int64)",
+                     "use a seed between -9223372036854775808 and 9223372036854775807")
     chosen = [n for n in ("random", "grid") if getattr(algorithm, n) is not None]
     if len(chosen) != 1:
         result.error("spec.searchAlgorithm", "exactly one of the fields in [random grid] must be set"
