@@ -71,6 +71,7 @@ def test_the_api_server_enforces_upstreams_rules_and_explains_the_kind(fresh_nam
     refused = kubectl("apply", "--server-side", "-f", "-", input=json.dumps(changed), check=False)
     assert refused.returncode != 0 and "OptimizationJobSpec is immutable" in refused.stderr
     kubectl("label", "optimizationjob", "ok", "team=vision", "-n", ns)
+    kubectl("delete", "optimizationjob", "ok", "-n", ns)
 
 
 def test_the_quickstart_learning_rate_tuned_on_the_cluster(fresh_namespace: str, operator: DeployedOperator,

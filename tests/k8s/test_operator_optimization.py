@@ -217,3 +217,21 @@ def test_early_stopping_suspends_a_trial_that_falls_behind() -> None:
             await wait_for(lambda: env.find("trainjobs", "tune-4"), what="the next trial in its place")
 
     run(body)
+
+
+def test_a_namespace_being_deleted_is_not_a_creation_failure() -> None:
+    """Deleting a namespace deletes its objects in any order: a trial gone before its OptimizationJob is not
+    re-created into a namespace that refuses new objects, and nothing is reported as failing."""
+
+    async def body() -> None:
+        async with operator_env() as (env, op):
+            env.api.inject("PATCH", r"/namespaces/default/trainjobs/tune-0(\?|$)", 403, times=10**6,
+                           message='trainjobs "tune-0" is forbidden: unable to create new content in namespace '
+                                   "default because it is being terminated")
+            await env.client.create(optimizationjob(numTrials=1, parallelTrials=1))
+            await wait_for(lambda: op.optimization.queue.processing == 0 and len(op.optimization.queue) == 0
+                           and op.metrics.reconcile_total.labels("optimizationjob", "success")._value.get() >= 1,
+                           what="the reconcile")
+            assert "Created" not in conditions(env) and trials(env) == []
+
+    run(body)

@@ -136,6 +136,8 @@ class OptimizationController:
                 try:
                     created = await self.client.apply(manifest)
                 except ApiError as exc:
+                    if exc.status == 403 and "being terminated" in (exc.message or ""):
+                        return  # the namespace is going away, and the OptimizationJob with it
                     self.creation_errors[key] = (f"trial {index} ({manifest['metadata']['name']}) could not be "
                                                  f"created: {exc.message or exc.reason} ({exc.status})")
                     log.warning("%s", self.creation_errors[key], extra={"object": _ref(key)})
