@@ -30,19 +30,10 @@ from kubetrain.compiler.optimization import build_trials  # noqa: E402
 from kubetrain.k8s.client import Client, NotFound  # noqa: E402
 from kubetrain.k8s.client import resources as r  # noqa: E402
 from kubetrain.k8s.client.config import from_kubeconfig  # noqa: E402
+from kubetrain.testing.reports import REPORT_ONCE  # noqa: E402
 
 IMAGE = os.environ.get("KUBETRAIN_E2E_IMAGE", "localhost/kubetrain-train:dev")
 TRIALS, PARALLEL = 20, 4
-REPORT = """
-import datetime, json, os, ssl, sys, urllib.request
-body = {"trainerStatus": {"metrics": [{"name": "loss", "value": sys.argv[1]}],
-        "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
-req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(), method="POST")
-req.add_header("Authorization", "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip())
-req.add_header("Content-Type", "application/json")
-urllib.request.urlopen(req, context=ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"]),
-                       timeout=30).close()
-"""
 
 
 def search(name: str, ns: str) -> dict[str, Any]:
@@ -54,7 +45,7 @@ def search(name: str, ns: str) -> dict[str, Any]:
             "parameters": [{"name": "x", "searchSpace": {"uniform": {"min": "0", "max": "1"}}}],
             "numTrials": TRIALS, "parallelTrials": PARALLEL,
             "trainJobTemplate": {"spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {
-                "image": IMAGE, "numNodes": 1, "command": ["python3", "-c", REPORT, "{{.x}}"]}}},
+                "image": IMAGE, "numNodes": 1, "command": ["python3", "-c", REPORT_ONCE, "{{.x}}"]}}},
         },
     }
 

@@ -31,6 +31,7 @@ from kubetrain.api.trainjob import TrainJob
 from kubetrain.compiler import Subject, compile_trainjob, fixed_keygen, validate_objects
 from kubetrain.compiler.optimization import build_trials
 from kubetrain.runtimes import builtin_runtimes
+from kubetrain.testing.reports import REPORT_ONCE
 
 TRIALS, PARALLEL = 20, 4
 REPEATS = 3
@@ -91,20 +92,8 @@ NOOP_RUNTIME = {
         "spec": {"backoffLimit": 0, "template": {"spec": {"containers": [
             {"name": "node", "image": "busybox", "command": ["true"]}]}}}}}]}}},
 }
-# The no-op trial: one report of the objective (a search stops when nobody reports it), with the standard library,
-# as the SDK's update_trainjob_status sends it.
-REPORT = """
-import datetime, json, os, ssl, sys, urllib.request
-if os.environ.get("JOB_COMPLETION_INDEX", "0") == "0":
-    body = {"trainerStatus": {"metrics": [{"name": "loss", "value": sys.argv[1]}],
-            "lastUpdatedTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}}
-    req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(),
-                                 method="POST")
-    req.add_header("Authorization", "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip())
-    ctx = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
-    urllib.request.urlopen(req, context=ctx, timeout=10).close()
-"""
-COMMAND = [sys.executable, "-S", "-c", REPORT, "{{.lr}}", "{{.layers}}"]
+# The no-op trial: one report of the objective (a search stops when nobody reports it).
+COMMAND = [sys.executable, "-S", "-c", REPORT_ONCE, "{{.lr}}", "{{.layers}}"]
 
 
 def _finished(status: dict[str, Any]) -> bool:

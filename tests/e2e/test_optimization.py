@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kubetrain.k8s.client import resources as r
+from kubetrain.testing.reports import REPORT_ONCE
 from tests.builders import optimizationjob
 from tests.e2e.conftest import (
     IMAGE,
@@ -125,18 +126,6 @@ def test_the_quickstart_learning_rate_tuned_on_the_cluster(fresh_namespace: str,
     wait_until(lambda: not trials("quickstart-lr", ns), 180, "the trials garbage-collected")
 
 
-REPORT = """
-import datetime, json, os, ssl, sys, urllib.request
-x = float(sys.argv[1])
-body = {"trainerStatus": {"metrics": [{"name": "loss", "value": str((x - 0.3) ** 2)}],
-        "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}}
-req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(), method="POST")
-req.add_header("Authorization", "Bearer " + open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip())
-req.add_header("Content-Type", "application/json")
-urllib.request.urlopen(req, context=ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"]),
-                       timeout=30).close()
-print("reported", x, flush=True)
-"""
 
 
 def test_client_optimize_against_the_cluster(fresh_namespace: str, operator: DeployedOperator) -> None:
@@ -144,7 +133,7 @@ def test_client_optimize_against_the_cluster(fresh_namespace: str, operator: Dep
 
     client = Client(namespace=fresh_namespace, kubeconfig=KUBECONFIG)
     name = client.optimize(
-        command=["python3", "-c", REPORT, "{{.x}}"], image=IMAGE, num_nodes=1, name="grid-x",
+        command=["python3", "-c", REPORT_ONCE, "{{.x}}"], image=IMAGE, num_nodes=1, name="grid-x",
         search_space={"x": Search.choice([0.1, 0.3, 0.9])}, algorithm=GridSearch(),
         objectives=Objective("loss", "Minimize"), num_trials=3, parallel_trials=3,
     )

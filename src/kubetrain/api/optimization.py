@@ -14,9 +14,9 @@ from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from kubetrain.api._base import Model, OpenModel, defaulted
+from kubetrain.api._base import Model, OpenModel, defaulted, top_level
 from kubetrain.api.constants import API_VERSION, KIND_OPTIMIZATIONJOB
-from kubetrain.api.meta import Condition, ObjectMeta, TemplateMeta
+from kubetrain.api.meta import Condition, JobLike, ObjectMeta, TemplateMeta
 from kubetrain.api.trainjob import TrainJobSpec
 
 MAXIMIZE: Final = "Maximize"
@@ -185,36 +185,15 @@ class OptimizationJobStatus(OpenModel):
     )
 
 
-class OptimizationJob(Model):
+class OptimizationJob(JobLike, Model):
     api_version: str = API_VERSION
     kind: Literal["OptimizationJob"] = KIND_OPTIMIZATIONJOB
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: OptimizationJobSpec
     status: OptimizationJobStatus | None = None
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
-
     def to_wire(self) -> dict[str, Any]:
-        out = super().to_wire()
-        return {k: out[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in out}
-
-    def condition(self, type_: str) -> Condition | None:
-        for c in (self.status.conditions if self.status else None) or []:
-            if c.type == type_:
-                return c
-        return None
-
-    @property
-    def finished(self) -> bool:
-        return any(
-            (c := self.condition(t)) is not None and c.status == "True" for t in ("Complete", "Failed")
-        )
+        return top_level(super().to_wire())
 
 
 @dataclass(frozen=True)

@@ -496,16 +496,8 @@ class LocalBackend:
             or [terminate.DEFAULT_GRACE]
         )
         # First SIGTERM: the supervisor stops the pods gracefully; a second one (after the grace period) forces.
-        for sig, wait in ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.kill(row.supervisor_pid, sig)
-            except ProcessLookupError:
-                return
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if not reaper.supervisor_alive(row):
-                    return
-                time.sleep(0.05)
+        terminate.signal_until_gone(row.supervisor_pid, lambda: reaper.supervisor_alive(row),
+                                    ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)))
 
     def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
         if kind not in RUNTIME_KINDS:

@@ -13,13 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from typing import IO, TYPE_CHECKING, Any
 
 from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.local import paths
-from kubetrain.local.sandbox import pods
+from kubetrain.local.sandbox import pods, terminate
 from kubetrain.local.store import optimization as rows
 from kubetrain.local.store.db import Store, TrainJobRow
 from kubetrain.local.store.optimization import OptimizationJobRow
@@ -139,16 +138,8 @@ def stop_controller(row: OptimizationJobRow, wait: float = 10.0) -> None:
     between two steps loses nothing."""
     if row.controller_pid is None or row.controller_pid == os.getpid() or not controller_alive(row):
         return
-    for sig, grace in ((signal.SIGTERM, wait), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(row.controller_pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not controller_alive(row):
-                return
-            time.sleep(0.05)
+    terminate.signal_until_gone(row.controller_pid, lambda: controller_alive(row),
+                                ((signal.SIGTERM, wait), (signal.SIGKILL, 5.0)))
 
 
 def delete(store: Store, row: OptimizationJobRow) -> bool:

@@ -17,7 +17,7 @@ from kubetrain.compiler.optimization import state_of, trial_count
 from kubetrain.service.optimization import view
 from kubetrain.ui import present
 from kubetrain.ui.errors import UiError, from_exception
-from kubetrain.ui.requests import check_name, scope_of
+from kubetrain.ui.requests import scope_of, target
 from kubetrain.ui.security import stream_headers
 from kubetrain.ui.state import UI_KEY, json_dumps
 
@@ -66,13 +66,6 @@ def spaces(job: OptimizationJob) -> list[dict[str, Any]]:
     return out
 
 
-def _target(request: web.Request) -> tuple[str, str]:
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    check_name(ns, "namespace")
-    check_name(name, "OptimizationJob name")
-    return ns, name
-
-
 async def list_page(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
     scope = scope_of(request, ui)
@@ -92,7 +85,7 @@ async def list_json(request: web.Request) -> web.Response:
 
 async def page(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request, "OptimizationJob")
     v = await ui.backends.call(lambda b: view(b, name, ns))
     data = {"namespace": ns, "name": name, "view": v.to_json(), "spaces": spaces(v.job)}
     return ui.page("optimizationjob.html", title=f"{name} · OptimizationJob", page="optimizationjob", oj=v.job,
@@ -101,7 +94,7 @@ async def page(request: web.Request) -> web.Response:
 
 async def page_json(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request, "OptimizationJob")
     v = await ui.backends.call(lambda b: view(b, name, ns))
     return web.Response(text=json_dumps(v.to_json()), content_type="application/json")
 
@@ -110,7 +103,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     """``view`` whenever the search or one of its trials changes (looked at every second here, every three on a
     cluster), ``deleted`` when it is gone, ``failure`` when it cannot be read."""
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request, "OptimizationJob")
     every = 3.0 if ui.settings.cluster else 1.0
     async with sse_response(request, headers=stream_headers(), ping_interval=PING) as resp:
         last: dict[str, Any] | None = None
@@ -135,7 +128,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
 
 async def delete(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request, "OptimizationJob")
     await ui.backends.call(lambda b: b.delete_optimizationjob(name, ns))
     return web.json_response({"message": f'optimizationjob "{name}" deleted (and its trials)',
                               "url": "/optimizationjobs"})

@@ -29,6 +29,7 @@ from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
 from kubetrain.k8s.operator.leader import LeaderElector
 from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.optimization import CONTROLLER as OPTIMIZATION
 from kubetrain.k8s.operator.optimization import OptimizationController
 from kubetrain.k8s.operator.reconciler import Caches, Key, ReconcileError, Requeue, TrainJobReconciler, utcnow
 from kubetrain.k8s.operator.settings import OperatorSettings
@@ -36,6 +37,7 @@ from kubetrain.k8s.operator.status_server import StatusEndpoint
 from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
 log = logging.getLogger("kubetrain.operator")
+Reconcile = Callable[[Key], Awaitable[float | None]]
 CONTROLLER = "trainjob"
 OPTIMIZATION_WORKERS = 2
 """An OptimizationJob reconcile is a few cache reads and at most parallelTrials applies."""
@@ -289,32 +291,37 @@ class Operator:
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     # -- workers -----------------------------------------------------------------------------------------
-    async def _worker(self) -> None:
+    async def _worker(self, queue: WorkQueue | None = None, reconcile: Reconcile | None = None,
+                      controller: str = CONTROLLER, kind: str = "TrainJob") -> None:
+        """Take keys off ``queue`` and ``reconcile`` them (the TrainJob reconciler's by default; the
+        OptimizationJob controller's runs the same loop on its own queue)."""
+        queue = self.queue if queue is None else queue  # an empty queue is falsy (it has a length)
+        reconcile = self.reconciler.reconcile if reconcile is None else reconcile
         while True:
             try:
-                key = cast(Key, await self.queue.get())
+                key = cast(Key, await queue.get())
             except asyncio.CancelledError:
                 return
             start = time.perf_counter()
-            ref = f"TrainJob {key[0]}/{key[1]}"
+            ref = f"{kind} {key[0]}/{key[1]}"
             try:
-                requeue = await self.reconciler.reconcile(key)
-                self.queue.forget(key)
-                self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
+                requeue = await reconcile(key)
+                queue.forget(key)
+                self.metrics.reconcile_total.labels(controller, "success").inc()
                 if requeue is not None:
-                    self.queue.add_after(key, requeue)
+                    queue.add_after(key, requeue)
             except Requeue:
-                self.metrics.reconcile_total.labels(CONTROLLER, "requeue").inc()
-                self.queue.done(key)
-                self.queue.add(key, HIGH)
+                self.metrics.reconcile_total.labels(controller, "requeue").inc()
+                queue.done(key)
+                queue.add(key, HIGH)
                 continue
             except asyncio.CancelledError:
-                self.queue.done(key)
+                queue.done(key)
                 raise
             except Exception as exc:
-                self.metrics.reconcile_total.labels(CONTROLLER, "error").inc()
-                self.metrics.reconcile_errors.labels(CONTROLLER).inc()
-                delay = self.queue.add_rate_limited(key)
+                self.metrics.reconcile_total.labels(controller, "error").inc()
+                self.metrics.reconcile_errors.labels(controller).inc()
+                delay = queue.add_rate_limited(key)
                 level = logging.WARNING if isinstance(exc, (ReconcileError, ApiError)) else logging.ERROR
                 log.log(
                     level,
@@ -322,11 +329,11 @@ class Operator:
                     delay,
                     exc,
                     exc_info=level == logging.ERROR,
-                    extra={"object": ref, "controller": CONTROLLER},
+                    extra={"object": ref, "controller": controller},
                 )
             finally:
-                self.metrics.reconcile_duration.labels(CONTROLLER).observe(time.perf_counter() - start)
-            self.queue.done(key)
+                self.metrics.reconcile_duration.labels(controller).observe(time.perf_counter() - start)
+            queue.done(key)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -416,7 +423,9 @@ class Operator:
                 informer_tasks.append(asyncio.create_task(inf.run()))
                 await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
-            workers += [asyncio.create_task(self.optimization.worker()) for _ in range(OPTIMIZATION_WORKERS)]
+            opt, kind = self.optimization, c.KIND_OPTIMIZATIONJOB
+            workers += [asyncio.create_task(self._worker(opt.queue, opt.reconcile, OPTIMIZATION, kind))
+                        for _ in range(OPTIMIZATION_WORKERS)]
             if self.failures is not None:
                 self._spawn(self.failures.run())
             if s.resync_period > 0:

@@ -11,12 +11,10 @@ reconciler runs the trials like any TrainJob.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
-import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
@@ -27,6 +25,7 @@ from kubetrain.k8s.client import ApiError, Client
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.operator.informer import Informer
 from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.reconciler import ReconcileError
 from kubetrain.k8s.operator.settings import OperatorSettings
 from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
@@ -103,7 +102,12 @@ class OptimizationController:
             self.queue.add((namespace, name), HIGH)
 
     # -- reconcile ---------------------------------------------------------------------------------------
-    async def reconcile(self, key: Key) -> None:
+    async def reconcile(self, key: Key) -> float | None:
+        """One pass (run by the operator's work loop, ``Operator._worker``); never asks for a timed requeue."""
+        await self._reconcile(key)
+        return None
+
+    async def _reconcile(self, key: Key) -> None:
         namespace, name = key
         obj = self.informer.get(namespace, name)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
@@ -176,38 +180,12 @@ class OptimizationController:
             log.info("conditions: %s", ", ".join(changed), extra={"object": f"OptimizationJob {meta.get('namespace')}/"
                                                                              f"{meta['name']}"})
 
-    # -- workers -----------------------------------------------------------------------------------------
-    async def worker(self) -> None:
-        while True:
-            try:
-                key = cast(Key, await self.queue.get())
-            except asyncio.CancelledError:
-                return
-            start = time.perf_counter()
-            try:
-                await self.reconcile(key)
-                self.queue.forget(key)
-                self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
-            except asyncio.CancelledError:
-                self.queue.done(key)
-                raise
-            except Exception as exc:
-                self.metrics.reconcile_total.labels(CONTROLLER, "error").inc()
-                self.metrics.reconcile_errors.labels(CONTROLLER).inc()
-                delay = self.queue.add_rate_limited(key)
-                expected = isinstance(exc, (ApiError, TrialCreationFailed))
-                log.log(logging.WARNING if expected else logging.ERROR, "reconcile failed, retrying in %.2fs: %s",
-                        delay, exc, exc_info=not expected, extra={"object": _ref(key), "controller": CONTROLLER})
-            finally:
-                self.metrics.reconcile_duration.labels(CONTROLLER).observe(time.perf_counter() - start)
-            self.queue.done(key)
-
     def resync(self) -> None:
         for key in list(self.informer.store):
             self.queue.add(key, LOW)
 
 
-class TrialCreationFailed(Exception):
+class TrialCreationFailed(ReconcileError):
     """A trial could not be applied; the Created condition says why, and the reconcile is retried with backoff."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, Result
@@ -74,6 +74,24 @@ def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...],
     return parsed.partial, parsed.pruned, result
 
 
+J = TypeVar("J", TrainJob, OptimizationJob)
+
+
+def _job(req: Request, model: type[J]) -> tuple[J | None, tuple[str, ...], Result, J | None]:
+    """The TrainJob or OptimizationJob under review (in the request's namespace when it names none), the paths that
+    failed to load, the loader's findings, and on UPDATE the stored version."""
+    obj, pruned, result = _parse(req.obj, model.__name__)
+    if not isinstance(obj, model):
+        return None, pruned, result, None
+    if req.namespace and not obj.metadata.namespace:
+        obj.metadata.namespace = req.namespace
+    old: J | None = None
+    if req.operation == "UPDATE" and req.old is not None:
+        parsed_old, _ = parse_manifest(req.old)
+        old = parsed_old if isinstance(parsed_old, model) else None
+    return obj, pruned, result, old
+
+
 async def review_trainjob(
     req: Request,
     runtime_lookup: RuntimeLookup,
@@ -84,15 +102,9 @@ async def review_trainjob(
     namespace's Pod Security labels (``namespace_lookup``; without one, only baseline warnings)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    trainjob, pruned, result = _parse(req.obj, c.KIND_TRAINJOB)
-    if not isinstance(trainjob, TrainJob):
+    trainjob, pruned, result, old = _job(req, TrainJob)
+    if trainjob is None:
         return _response(req, result)
-    if req.namespace and not trainjob.metadata.namespace:
-        trainjob.metadata.namespace = req.namespace
-    old: TrainJob | None = None
-    if req.operation == "UPDATE" and req.old is not None:
-        parsed_old, _ = parse_manifest(req.old)
-        old = parsed_old if isinstance(parsed_old, TrainJob) else None
 
     # The lookups go out together: Kueue's TrainJob integration updates a queued TrainJob twice between its
     # admission and the pods, and each update waits for this review (bench/kueue.py).
@@ -158,15 +170,9 @@ async def review_optimizationjob(req: Request, runtime_lookup: RuntimeLookup) ->
     live runtime the template references."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    oj, pruned, result = _parse(req.obj, c.KIND_OPTIMIZATIONJOB)
-    if not isinstance(oj, OptimizationJob):
+    oj, pruned, result, old = _job(req, OptimizationJob)
+    if oj is None:
         return _response(req, result)
-    if req.namespace and not oj.metadata.namespace:
-        oj.metadata.namespace = req.namespace
-    old: OptimizationJob | None = None
-    if req.operation == "UPDATE" and req.old is not None:
-        parsed_old, _ = parse_manifest(req.old)
-        old = parsed_old if isinstance(parsed_old, OptimizationJob) else None
     candidates, unreadable = await _live_runtime(oj.spec.train_job_template.spec.runtime_ref, oj.namespace,
                                                  runtime_lookup)
     if unreadable is not None:

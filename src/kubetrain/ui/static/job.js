@@ -128,24 +128,11 @@ const Job = (() => {
 
   // -- live updates -------------------------------------------------------------------------------------------
   function connect() {
-    const after = points.length ? points[points.length - 1].time : 0;
-    const source = new EventSource(`${base}/watch?after=${after}`);
-    source.addEventListener("open", () => KT.live(details.state.finished ? "done" : "on"));
-    source.addEventListener("details", (e) => showDetails(JSON.parse(e.data)));
-    source.addEventListener("points", (e) => addPoints(JSON.parse(e.data)));
-    source.addEventListener("deleted", () => { source.close(); markDeleted(); });
-    source.addEventListener("failure", (e) => {
-      source.close();
-      KT.live("off");
-      const box = document.getElementById("progress-panel");
-      box.prepend(KT.errorNotice(JSON.parse(e.data)));
-    });
-    source.addEventListener("error", () => {
-      source.close();
-      if (deleted) return;
-      KT.live("off");
-      setTimeout(connect, 2000);
-    });
+    KT.follow(() => `${base}/watch?after=${points.length ? points[points.length - 1].time : 0}`, {
+      open: () => KT.live(details.state.finished ? "done" : "on"),
+      details: showDetails,
+      points: addPoints,
+    }, {box: () => document.getElementById("progress-panel"), gone: () => deleted, onDeleted: markDeleted});
   }
 
   function markDeleted() {

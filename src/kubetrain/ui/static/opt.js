@@ -120,20 +120,8 @@ const OptimizationJobPage = (() => {
   }
 
   function connect() {
-    const source = new EventSource(`${base}/watch`);
-    source.addEventListener("view", (e) => showView(JSON.parse(e.data)));
-    source.addEventListener("deleted", () => { source.close(); markDeleted(); });
-    source.addEventListener("failure", (e) => {
-      source.close();
-      KT.live("off");
-      document.getElementById("summary").prepend(KT.errorNotice(JSON.parse(e.data)));
-    });
-    source.addEventListener("error", () => {
-      source.close();
-      if (deleted) return;
-      KT.live("off");
-      setTimeout(connect, 2000);
-    });
+    KT.follow(() => `${base}/watch`, {view: showView},
+      {box: () => document.getElementById("summary"), gone: () => deleted, onDeleted: markDeleted});
   }
 
   function markDeleted() {
