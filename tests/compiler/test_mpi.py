@@ -87,6 +87,24 @@ def test_intel_and_mpich_hostfiles(impl: str, line: str, expected_env: dict[str,
     assert not any(k.startswith("OMPI_") for k in launcher_env)
 
 
+@pytest.mark.parametrize(("impl", "searches"), [("OpenMPI", None), ("Intel", ["alpha.default.svc.cluster.local"]),
+                                                ("MPICH", ["alpha.default.svc.cluster.local"])])
+def test_hydra_workers_resolve_the_launcher_hostname(impl: str, searches: list[str] | None) -> None:
+    """Hydra's proxies connect back to the launcher by its short hostname: the worker pods (only they) search the
+    JobSet's headless service, as mpi-operator's do. OpenMPI's launcher connects out, by the hostfile's names."""
+    tj = TrainJobBuilder(name="alpha", kind="TrainingRuntime").trainer(numNodes=2)
+    js = compile_objects(tj.build(), mpi_runtime(impl=impl, slots=2).build())["JobSet/alpha"]
+    pod = {name: rjob(js, name)["template"]["spec"]["template"]["spec"] for name in ("node", "launcher")}
+    assert (pod["node"].get("dnsConfig") or {}).get("searches") == searches
+    assert "dnsConfig" not in pod["launcher"]
+    # a runtime that already searches there (e.g. written for mpi-operator's pods) keeps one entry
+    own = {"dnsConfig": {"searches": ["alpha.default.svc.cluster.local"]}}
+    rt = mpi_runtime(impl=impl, slots=2)
+    rt.obj["spec"]["template"]["spec"]["replicatedJobs"].pop()
+    js = compile_objects(tj.build(), rt.rjob("node", pod=own).build())["JobSet/alpha"]
+    assert rjob(js, "node")["template"]["spec"]["template"]["spec"]["dnsConfig"] == own["dnsConfig"]
+
+
 def test_deepspeed_builtin_shape() -> None:
     from kubetrain.runtimes import builtin_runtime
 

@@ -151,6 +151,10 @@ class MPI:
                 e.add_mount(node, c.MPI_HOSTFILE_VOLUME, c.MPI_HOSTFILE_DIR)
                 for name, value in launcher_env(info):
                     e.set_env(node, name, value)
+        if worker is not None and implementation(info) in ("Intel", "MPICH"):
+            # Hydra's proxies on the workers connect back to the launcher by its hostname, the short name JobSet
+            # gives the pod, which resolves only inside the JobSet's headless service: mpi-operator's search domain.
+            e.add_dns_search(worker.pod_spec, f"{info.subdomain}.{info.namespace}.svc.{c.CLUSTER_DOMAIN}")
 
     def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
         if not applies(info):
