@@ -67,7 +67,8 @@ import_images() {
     t=$(now)
     primary=$(head -n1 "$refs")
     $CTR images import "$tar" >/dev/null
-    $CTR images ls -q | grep -qxF "$primary" || die "$primary not found after importing $tar"
+    # grep reads all of it: with pipefail, an early `grep -q` kills ctr with SIGPIPE and fails a found image
+    $CTR images ls -q | grep -xF "$primary" >/dev/null || die "$primary not found after importing $tar"
     tail -n +2 "$refs" | while read -r r; do [ -z "$r" ] || $CTR images tag --force "$primary" "$r" >/dev/null; done
     touch -r "$tar" "$stamp"
     say "imported $(paste -sd' ' "$refs") in $(since "$t") s"
@@ -266,7 +267,7 @@ else
 fi
 
 import_images
-$CTR images ls -q | grep -qxF localhost/pause:3.10 || die "no localhost/pause:3.10 in $N_TAG's containerd (run the bed's images.sh pause)"
+$CTR images ls -q | grep -xF localhost/pause:3.10 >/dev/null || die "no localhost/pause:3.10 in $N_TAG's containerd (run the bed's images.sh pause)"
 
 # --- kubelet ---
 t=$(now)

@@ -75,6 +75,8 @@ build() { # NAME EXTRA LIBRARY-VERSION-PREFIX
   rm -rf "$r/tmp/wheels" "$r/root/.cache"
   # what a pod will run: the implementation's launcher first on PATH, and mpi4py loading that implementation
   in_chroot "$r" python -c 'import shutil, sys
+import mpi4py
+mpi4py.rc.initialize = False  # the library and its version only: no MPI_Init in a chroot without /dev/shm
 from mpi4py import MPI
 version = MPI.Get_library_version().strip().splitlines()[0]
 launcher, hydra = shutil.which("mpirun"), shutil.which("mpiexec.hydra")

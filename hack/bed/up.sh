@@ -37,8 +37,13 @@ if wants cluster; then
     "$TOOL/build.sh" --apt
   fi
   image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/base/operator/deployment.yaml")
-  [ -f "$K8S_HOME/images/kubetrain-train.tar" ] || "$TOOL/images.sh" --project "$REPO" --tag "$image" pause train
-  if ! alive kubelet; then unlocked "$TOOL/start.sh" --node $FRESH; fi
+  { [ -f "$K8S_HOME/images/train.tar" ] && [ -f "$K8S_HOME/images/pause.tar" ]; } || "$TOOL/images.sh" pause train
+  if ! alive kubelet; then
+    # start.sh checks each component's executable right after starting it; on a busy machine a component can be
+    # still between fork and exec then (a tool race: "exited during startup" with an empty log), so once more
+    unlocked "$TOOL/start.sh" --node $FRESH ||
+      { say "start.sh failed; starting the cluster once more"; unlocked "$TOOL/start.sh" --node $FRESH; }
+  fi
   (cd "$REPO" && "$TOOL/images.sh" project --project "$REPO" --tag "$image")
 fi
 
