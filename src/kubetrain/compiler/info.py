@@ -102,12 +102,16 @@ class Info:
         """Upstream hard-codes rjob ``node`` and the TrainJob name as subdomain for coordinator addresses."""
         return f"{self.name}-{c.NODE}-0-0.{self.name}"
 
+    @property
+    def subdomain(self) -> str:
+        """The pods' subdomain: the JobSet's headless service (``network.subdomain``, else the JobSet's name)."""
+        return str((self.jobset_spec.get("network") or {}).get("subdomain") or self.name)
+
     def pod_hostnames(self, ps: PodSet, replicas: int | None = None) -> list[str]:
         """The DNS names JobSet gives the pod set's pods (``<jobset>-<rjob>-<replica>-<index>.<subdomain>``), for
         ``replicas`` replicas (default: the replicated job's) of ``ps.count`` pods each."""
-        subdomain = (self.jobset_spec.get("network") or {}).get("subdomain") or self.name
         n = ps.replicas if replicas is None else replicas
-        return [f"{self.name}-{ps.name}-{r}-{p}.{subdomain}" for r in range(n) for p in range(ps.count)]
+        return [f"{self.name}-{ps.name}-{r}-{p}.{self.subdomain}" for r in range(n) for p in range(ps.count)]
 
     def effective_resources(self) -> Obj:
         """Resources the ML plugins size processes by: the TrainJob's as given, else the trainer container's."""
