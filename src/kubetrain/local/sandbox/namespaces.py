@@ -19,6 +19,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local.sandbox.programs import which
 
 if TYPE_CHECKING:
+    from kubetrain.local.sandbox.gpus import DeviceView
     from kubetrain.local.sandbox.security_context import Security
 
 
@@ -160,6 +161,28 @@ def _emit_closed(closed: dict[str, set[str]], out: list[str], *, bind: str) -> N
                 out += [bind, p, p]
 
 
+def _dev(devices: DeviceView | None) -> list[str]:
+    """The machine's ``/dev`` as it is, or (``devices``) rebuilt entry by entry without the device nodes a pod must
+    not reach (other pods' GPUs), as a kubelet gives a pod only its own: ``/dev/shm``, ``pts`` and the rest stay
+    the machine's."""
+    if devices is None:
+        return ["--dev-bind", "/dev", "/dev"]
+    out = ["--perms", "0755", "--tmpfs", "/dev"]
+    bound = {dest for _, dest in devices.nodes}
+    try:
+        entries = sorted(os.listdir("/dev"))
+    except OSError:
+        entries = []
+    for e in entries:
+        p = os.path.join("/dev", e)
+        if p in devices.hide or p in bound:
+            continue
+        out += ["--symlink", os.readlink(p), p] if os.path.islink(p) else ["--dev-bind", p, p]
+    for src, dest in devices.nodes:
+        out += ["--dev-bind", src, dest]
+    return out
+
+
 def bwrap_argv(
     *,
     enter: list[str],
@@ -171,10 +194,12 @@ def bwrap_argv(
     resolv_conf: str | None = None,
     security: Security | None = None,
     reach: Iterable[str] = (),
+    devices: DeviceView | None = None,
 ) -> list[str]:
     """The pod's sandbox. With ``security``: its ids and capabilities, a read-only root filesystem for
     ``readOnlyRootFilesystem``, and for a root-mode pod running as another user the directories on the way to
-    ``reach`` (its Python environment, working directory) made enterable (``closed_ancestors``)."""
+    ``reach`` (its Python environment, working directory) made enterable (``closed_ancestors``). ``devices``: the
+    machine's ``/dev`` without the NVIDIA nodes it hides, with the ones it binds."""
     argv = [*enter, "bwrap"]
     files = [Bind(hosts_file, "/etc/hosts", True)]
     if resolv_conf is not None:
@@ -189,7 +214,7 @@ def bwrap_argv(
     _emit_dir("/", shadow, skip, root, bind=bind)
     argv += root
     sys_bind = "--bind" if security is not None and security.privileged else "--ro-bind"
-    argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", sys_bind, "/sys", "/sys"]
+    argv += ["--proc", "/proc", *_dev(devices), sys_bind, "/sys", "/sys"]
     closed: dict[str, set[str]] = {}
     if security is not None and not security.rootless and security.uid != 0:
         closed = closed_ancestors(reach, security)

@@ -18,6 +18,7 @@ from typing import Any
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.plan import GATEWAY, PodPlan
+from kubetrain.local.sandbox import gpus as gpus_
 from kubetrain.local.sandbox import known_images
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env
@@ -234,6 +235,7 @@ class Container:
     security: sc.Security | None = None
     enter: list[str] = field(default_factory=list)  # the prefix entering the pod's network namespace
     binds: list[Bind] = field(default_factory=list)  # kubetrain's own, besides the volumes
+    devices: gpus_.DeviceView | None = None  # its /dev's NVIDIA nodes (None: the machine's /dev as it is)
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
@@ -270,7 +272,7 @@ def prepare_container(
     *,
     restart_attempt: int,
     where: str,
-    gpus: list[int] | None,
+    gpus: gpus_.Grant | None,
     scratch: Path | None = None,
 ) -> Container:
     """``scratch``: the pod's own directory on this machine (per restart attempt), for what a container keeps
@@ -292,8 +294,9 @@ def prepare_container(
     if security.home is not None and not any(e.get("name") == "HOME" for e in c.get("env") or []):
         # Running as another host user (root only): its HOME, as the runtime takes it from the image's passwd.
         env["HOME"] = security.home
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    env.update(gpus_.visible_env(gpus.own if gpus is not None else None))
+    for name, value in gpus_.nccl_env(gpus, image_env_prefix(c.get("image"))).items():
+        env.setdefault(name, value)  # the container's own setting wins
     argv = command_line(known_images.with_entrypoint(c), env)
     extra: list[Bind] = []
     program = argv[0] if argv else ""
@@ -350,7 +353,7 @@ def prepare_container(
     enter = ctx.network(pod.name, pod.address) if ctx.network is not None else []
     return Container(
         name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security, enter=enter,
-        binds=extra,
+        binds=extra, devices=gpus_.device_view(gpus),
     )
 
 
@@ -435,6 +438,7 @@ def start_container(
         command=command,
         security=security,
         reach=_reach(container, ctx, chdir) if other_user else (),
+        devices=container.devices,
     )
     # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.
     start = argv.index("bwrap") + 1

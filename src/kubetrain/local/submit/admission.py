@@ -159,6 +159,7 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
     from kubetrain.api.errors import KubetrainError
     from kubetrain.local.sandbox import known_images, pods
     from kubetrain.local.scheduling import resources
+    from kubetrain.local.scheduling.gang import OVERCOMMIT_ENV
 
     capacity: resources.Capacity | None = None
     problems: list[str] = []
@@ -175,7 +176,7 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
             continue  # a malformed quantity is the scheduler's to report, with its field
         if requests:
             capacity = capacity or resources.Capacity.of_machine(config.load().capacity, str(paths.home()))
-            short = resources.never_fits(requests, capacity)
+            short = resources.never_fits(requests, capacity, os.environ.get(OVERCOMMIT_ENV) == "1")
             if short:
                 problems.append(f"{behind} asks for {'; '.join(short)}")
         for c in pod.get("containers") or []:

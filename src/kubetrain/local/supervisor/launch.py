@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 from kubetrain.local import paths
-from kubetrain.local.sandbox import pods, terminate
+from kubetrain.local.sandbox import gpus, pods, terminate
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import MOUNT_WAIT, MissingReference
 from kubetrain.local.sandbox.volumes import claim_template_names, pod_volumes
 from kubetrain.local.scheduling import gang
 from kubetrain.local.scheduling.resources import never_fits
-from kubetrain.local.scheduling.scheduler import Decision
+from kubetrain.local.scheduling.scheduler import INSUFFICIENT, Decision
 from kubetrain.local.store import status
 from kubetrain.local.store.db import StoreError
 from kubetrain.local.supervisor.jobstate import JobRun, JobState, PodRun
@@ -35,6 +35,9 @@ class PodLauncher(JobState):
         if self._queued != (reason, message):
             if self._queued is None or self._queued[0] != reason:
                 self.event("Normal", "Queued", message)
+                if reason.startswith(INSUFFICIENT):
+                    # What kube-scheduler records on a pod it cannot place, with the local books' details.
+                    self.event("Warning", "FailedScheduling", f"0/1 nodes are available: 1 {reason}. ({message})")
             self._queued = (reason, message)
         if not any(p.state == "Running" for j in self.jobs for p in j.pods):
             status.set_condition(self.status, COND_QUEUED, "True", reason, message)
@@ -117,7 +120,7 @@ class PodLauncher(JobState):
             pod.admitted = True  # requests nothing: nothing to account (it never sees a GPU)
             pod.gpus = [] if self.capacity.gpus else None
             return True
-        missing = never_fits(req, self.capacity)
+        missing = never_fits(req, self.capacity, self.overcommit)
         if missing:
             self._unschedulable(f"pod {pod.plan.short}", missing)
             return False
@@ -248,11 +251,12 @@ class PodLauncher(JobState):
         # The status endpoint's token: one per pod (the URL and CA are the same for all, in ctx.extra_env).
         status_env = self.status_server.pod_env(pod.plan.short) if self.status_server is not None else {}
         wheres = [f"{base}.{kind}[{c.get('name', i)}]" for i, c in enumerate(specs)]
+        grant = self._grant(pod)
         try:
             # Every container of the stage is checked before any starts, as its configuration cannot change.
             prepared = [
                 pods.prepare_container(
-                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir
+                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=grant, scratch=pod_dir
                 )
                 for c, w in zip(specs, wheres, strict=True)
             ]
@@ -270,6 +274,14 @@ class PodLauncher(JobState):
                 pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where
             )
         return True
+
+    def _grant(self, pod: PodRun) -> gpus.Grant | None:
+        """The pod's GPUs, beside those of the TrainJob's other admitted pods (None: this machine has none)."""
+        if pod.gpus is None:
+            return None
+        own = set(pod.gpus)
+        others = {i for j in self.jobs for p in j.pods if p is not pod and p.gpus for i in p.gpus}
+        return gpus.Grant(tuple(pod.gpus), tuple(sorted(others - own)), bool(others & own))
 
     def _config_error(self, pod: PodRun, exc: sc.ContainerConfigError) -> None:
         # The kubelet leaves such a container waiting; locally nothing could change its configuration, so the
