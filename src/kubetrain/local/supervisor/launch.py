@@ -19,6 +19,7 @@ from kubetrain.local.supervisor.jobstate import JobRun, JobState, PodRun
 
 ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
 REFERENCE_RETRY = 1.0  # seconds between attempts of a pod waiting for a ConfigMap or Secret
+IMAGE_RETRY = 0.5  # seconds between looks at a pod's images while they are pulled (back-off is the puller's)
 COND_QUEUED = status.COND_QUEUED
 
 
@@ -181,6 +182,8 @@ class PodLauncher(JobState):
         except MissingReference as exc:
             self._wait_for_reference(pod, exc)
             return
+        if not self._images_ready(pod):
+            return
         pod.init_left = list(spec.get("initContainers") or [])
         pod.state, pod.ready, pod.exit_code, pod.restart_at = "Running", False, None, None
         pod.message = None
@@ -207,6 +210,22 @@ class PodLauncher(JobState):
         pod.init_left, pod.in_init = [], False
         pod.restart_at = time.monotonic() + REFERENCE_RETRY
         self._dirty.add(pod.plan.name)
+
+    def _images_ready(self, pod: PodRun) -> bool:
+        """Every container of the pod has its root filesystem (``pod_images``), or the pod waits as a kubelet's
+        waits for its images: Pending, with the waiting reason (``ContainerCreating`` while pulling,
+        ``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``) and message, tried again shortly."""
+        waiting = self.pod_images(pod)
+        if waiting is None:
+            return True
+        message = f"{waiting.reason}: {waiting.message}"
+        if pod.message != message:
+            pod.message = message
+            self._dirty.add(pod.plan.name)
+        pod.state, pod.ready = "Pending", False
+        pod.init_left, pod.in_init = [], False
+        pod.restart_at = time.monotonic() + IMAGE_RETRY
+        return False
 
     def _exec_failed(self, job: JobRun, pod: PodRun, exc: pods.ExecError) -> None:
         # Retrying cannot help (the same command in the same environment), so the Job fails now instead of
@@ -252,7 +271,8 @@ class PodLauncher(JobState):
             # Every container of the stage is checked before any starts, as its configuration cannot change.
             prepared = [
                 pods.prepare_container(
-                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir
+                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir,
+                    image=self.image_roots.get((pod.plan.name, c.get("name", ""))),
                 )
                 for c, w in zip(specs, wheres, strict=True)
             ]
