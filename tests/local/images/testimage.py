@@ -57,7 +57,7 @@ def base_layer() -> bytes:
     entries: list[tuple[tarfile.TarInfo, bytes | None]] = [_dir("bin"), _dir("etc"), _dir("tmp", 0o1777),
                                                             _dir("opt"), _dir("opt/old"), _dir("home"),
                                                             _dir("home/trainer", 0o755, 1000)]
-    seen: set[str] = set()
+    seen: set[str] = {ti.name for ti, _ in entries}
     files: list[tuple[str, str]] = []
     for prog in PROGRAMS:
         exe = shutil.which(prog, path="/bin:/usr/bin")
@@ -98,7 +98,7 @@ def top_layer(marker: str) -> bytes:
 
 
 @dataclass
-class TestImage:
+class SmallImage:
     name: str = "localhost/kubetrain-test:1"
     marker: str = "v1"
     config: dict[str, Any] = field(default_factory=dict)

@@ -71,8 +71,9 @@ class _Files:
                 self.tar = tarfile.open(path, "r:*")  # noqa: SIM115  (closed by close())
                 self.members = {m.name.removeprefix("./"): m for m in self.tar.getmembers() if m.isfile()}
             except (tarfile.TarError, EOFError, OSError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it is not a complete tar file"
                 raise ArchiveError(
-                    f"{path}: not a readable image archive ({exc}). Expected a docker-archive or OCI archive (`docker "
+                    f"{path}: not a readable image archive ({why}). Expected a docker-archive or OCI archive (`docker "
                     "save`, `podman save`, `skopeo copy ... docker-archive:FILE`) or an OCI layout directory"
                 ) from None
 
