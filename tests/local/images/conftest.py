@@ -1,4 +1,4 @@
-"""The tests' own small image (``testimage``), built once per session and loaded into each test's store."""
+"""The tests' own small image (``image_archive`` in tests/local/conftest.py) loaded into each test's store."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from kubetrain.local.images import archive
 from kubetrain.local.images.store import ImageStore, StoredImage
 
 from ..conftest import kt_home  # noqa: F401  (the isolated $KUBETRAIN_HOME fixture)
-from .testimage import SmallImage
-
-
-@pytest.fixture(scope="session")
-def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return SmallImage().docker_archive(tmp_path_factory.mktemp("images") / "test.tar")
 
 
 def load(path: Path, names: list[str] | None = None) -> StoredImage:
