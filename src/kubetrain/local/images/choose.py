@@ -78,7 +78,7 @@ class Choice:
             return f"{name}: the image (from the Podman/Buildah store)"
         if self.forced:
             return f"{name}: the image (not on this machine yet: pulled per imagePullPolicy)"
-        why = self.note or "images.yaml" if mapping(self.image) else self.note or "not loaded here"
+        why = self.note or ("images.yaml" if mapping(self.image) else "not loaded here")
         return f"{name}: the Python environment {self.env} ({why})"
 
 
@@ -126,6 +126,7 @@ def _in_podman(image: str) -> bool:
 def summary(choices: list[Choice]) -> str:
     """What pods run in, said the way the run banner and the LocalImages event say it."""
     envs = {c.env for c in choices}
-    if all(not c.in_image for c in choices) and len(envs) <= 1 and not any(c.note for c in choices):
+    plain = not any(c.in_image or c.note or mapping(c.image) for c in choices)
+    if plain and len(envs) <= 1:
         return f"images are not loaded here; pods run in the Python environment {next(iter(envs), sys.prefix)}"
     return "pods run in " + "; ".join(dict.fromkeys(c.says() for c in choices))

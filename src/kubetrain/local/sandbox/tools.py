@@ -37,17 +37,37 @@ def setpriv() -> tuple[Bind, tuple[str, ...]]:
     exe = which("setpriv")
     if exe is None:
         raise NamespaceError("pods in an image need setpriv (util-linux): `apt-get install util-linux`")
-    libs = _libraries(exe)
+    root = paths.home() / "bin" / "sandbox-tools"
+    libs = _cached_libraries(exe, root)
     loader = next((p for p in libs if os.path.basename(p).startswith("ld-")), None)
     if loader is None:
         raise NamespaceError(f"could not find the dynamic loader of {exe} (ldd {exe})")
-    root = paths.home() / "bin" / "sandbox-tools"
     for sub in ("bin", "lib"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     for src, dest in [(exe, root / "bin" / "setpriv"), *[(p, root / "lib" / os.path.basename(p)) for p in libs]]:
         _copy(src, dest)
     prefix = (f"{MOUNT}/lib/{os.path.basename(loader)}", "--library-path", f"{MOUNT}/lib", f"{MOUNT}/bin/setpriv")
     return Bind(str(root), MOUNT, True), prefix
+
+
+def _cached_libraries(exe: str, root: Path) -> list[str]:
+    """``_libraries``, remembered beside the copies for as long as ``exe`` is the same file (``ldd`` on every
+    supervisor start would cost more than the rest of this module)."""
+    st = os.stat(exe)
+    stamp = f"{exe} {st.st_size} {int(st.st_mtime)}"
+    cache = root / "libraries"
+    try:
+        first, *libs = cache.read_text().splitlines()
+        if first == stamp and libs:
+            return libs
+    except (OSError, ValueError):
+        pass
+    libs = _libraries(exe)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f".libraries.{os.getpid()}")
+    tmp.write_text("\n".join([stamp, *libs]) + "\n")
+    tmp.replace(cache)
+    return libs
 
 
 def _copy(src: str, dest: Path) -> None:
