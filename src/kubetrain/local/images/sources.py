@@ -86,6 +86,19 @@ def in_containers_storage(ref: str) -> bool:
     return False
 
 
+def _skopeo_error(stderr: str, code: int) -> str:
+    """The reason in skopeo's last log line (``time=... level=fatal msg="..."``), without the image name it
+    repeats."""
+    import re
+
+    lines = [x for x in stderr.strip().splitlines() if x.strip()]
+    if not lines:
+        return f"skopeo exited with {code}"
+    m = re.search(r'msg="((?:[^"\\]|\\.)*)"', lines[-1])
+    text = json.loads(f'"{m.group(1)}"') if m else lines[-1]
+    return re.sub(r'^(Error parsing image name|initializing source) "[^"]*": ', "", text)
+
+
 def _copy(src: str, what: str, progress: Progress | None, extra: list[str]) -> Path:
     exe = skopeo()
     if exe is None:
@@ -98,8 +111,7 @@ def _copy(src: str, what: str, progress: Progress | None, extra: list[str]) -> P
         from kubetrain.local.paths import remove_tree
 
         remove_tree(out)
-        lines = [x for x in (done.stderr or done.stdout).strip().splitlines() if x.strip()]
-        raise PullError(f"{what}: {lines[-1] if lines else f'skopeo exited with {done.returncode}'}")
+        raise PullError(f"{what}: {_skopeo_error(done.stderr or done.stdout, done.returncode)}")
     if progress is not None:
         progress(f"{what}: copied")
     return out
@@ -137,8 +149,7 @@ def remote_digest(ref: str, timeout: float = 30.0) -> str:
     except subprocess.TimeoutExpired:
         raise PullError(f"checking image {ref} in its registry timed out after {timeout:g}s") from None
     if done.returncode != 0:
-        lines = [x for x in done.stderr.decode(errors="replace").strip().splitlines() if x.strip()]
-        raise PullError(lines[-1] if lines else f"skopeo inspect exited with {done.returncode}")
+        raise PullError(_skopeo_error(done.stderr.decode(errors="replace"), done.returncode))
     return f"sha256:{hashlib.sha256(done.stdout).hexdigest()}"
 
 
