@@ -171,3 +171,21 @@ class SmallImage:
 
 def _digest(data: bytes) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def quickstart_in_image(repo: Path, image: str) -> list[dict[str, Any]]:
+    """The quickstart as a cluster runs it (examples/quickstart/cluster.yaml: train.py from a ConfigMap) in
+    ``image``, saying first which Python runs it: the same manifests go to both backends."""
+    import yaml
+
+    code = (repo / "examples" / "quickstart" / "train.py").read_text()
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "quickstart-code"},
+                 "data": {"train.py": code}}
+    tj = yaml.safe_load((repo / "examples" / "quickstart" / "cluster.yaml").read_text())
+    tj["spec"]["trainer"]["image"] = image
+    tj["spec"]["trainer"]["command"] = [
+        "sh", "-c",
+        'python -c "import sys, torch; print(\'python\', sys.executable, \'torch\', torch.__version__)"; '
+        "exec torchrun train.py",
+    ]
+    return [configmap, tj]
