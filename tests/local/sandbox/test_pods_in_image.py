@@ -115,3 +115,15 @@ def test_a_pod_waits_for_its_image_and_starts_once_it_is_loaded(
     finally:
         worker.join(120)
     assert condition(result, "Complete"), result
+
+
+def test_a_program_the_image_lacks_is_exit_127_naming_the_image(
+    backend: LocalBackend, image_archive: Path, tmp_path: Path
+) -> None:
+    load(image_archive)
+    status = run_to_end(backend, _in_image("nopython", command=["python3", "-c", "pass"]), tmp_path)
+    assert condition(status, "Failed")
+    pod = backend.store.list_pods("default", "nopython")[0]
+    assert pod.exit_code == 127 and (pod.message or "").startswith("StartError: ")
+    assert 'exec: "python3": executable file not found in $PATH (the image localhost/kubetrain-test:1 does not ' \
+           "have it in any of /bin" in (pod.message or ""), pod.message

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import errno
-import json
 import os
 import shlex
 import signal
@@ -23,8 +21,8 @@ from kubetrain.local.images.rootfs import ImageRoot
 from kubetrain.local.plan import GATEWAY, PodPlan
 from kubetrain.local.sandbox import known_images
 from kubetrain.local.sandbox import security_context as sc
-from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env, expand
-from kubetrain.local.sandbox.namespaces import Bind, bwrap_argv, bwrap_image_argv
+from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env
+from kubetrain.local.sandbox.namespaces import Bind, bwrap_argv
 from kubetrain.local.sandbox.programs import which
 from kubetrain.local.sandbox.volumes import container_binds
 
@@ -255,15 +253,10 @@ def prepare_container(
     where: str,
     gpus: list[int] | None,
     scratch: Path | None = None,
-    image: ImageRoot | None = None,
 ) -> Container:
     """``scratch``: the pod's own directory on this machine (per restart attempt), for what a container keeps
     in its private filesystem on a node but would share through the host's /tmp here (MPI's session files).
-    ``image``: the container runs in that image (``prepare_in_image``)."""
-    if image is not None:
-        return prepare_in_image(
-            pod, c, ctx, image, restart_attempt=restart_attempt, where=where, gpus=gpus, scratch=scratch
-        )
+    A container that runs in its image is prepared by ``in_image.prepare_container``."""
     security = sc.resolve(
         pod.spec,
         c,
@@ -343,61 +336,6 @@ def prepare_container(
     )
 
 
-def prepare_in_image(
-    pod: PodPlan,
-    c: dict[str, Any],
-    ctx: PodContext,
-    image: ImageRoot,
-    *,
-    restart_attempt: int,
-    where: str,
-    gpus: list[int] | None,
-    scratch: Path | None,
-) -> Container:
-    """A container that runs in its image, as a container runtime and the kubelet set it up: the image's Env under
-    the container's env, its User (unless runAsUser/runAsGroup say otherwise), its WorkingDir unless the container
-    sets workingDir, ``HOME`` from the image's passwd, and the command by the kubelet's rules (``command``
-    replaces the Entrypoint, ``args`` the Cmd; ``$(VAR)`` is expanded in what the pod spec gives)."""
-    from kubetrain.local.sandbox import tools
-
-    security = sc.resolve(
-        pod.spec,
-        c,
-        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
-        where=where,
-        pod_where=where.rsplit(".", 1)[0],
-        rootless=ctx.rootless,
-        image=image,
-    )
-    tools_bind, setpriv = tools.setpriv()
-    security = dataclasses.replace(security, setpriv=setpriv)
-    meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
-    env = container_env(c, meta, ctx.index, base=image.env(), pod_ip=pod.address, host_ip=GATEWAY, where=where)
-    env.update(ctx.extra_env)
-    env["HOSTNAME"] = pod.name
-    env.setdefault("HOME", security.home or "/")
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-    first, rest = image.command(c)
-    if c.get("command"):
-        argv = [expand(a, env) for a in first + rest]
-    else:
-        argv = first + [expand(a, env) for a in rest] if c.get("args") else first + rest
-    if not argv:
-        raise PodError(
-            f"{where}: no command: image {c.get('image')} has neither an Entrypoint nor a Cmd, and the container "
-            "sets no command. Fix: set command on the container (spec.trainer.command for the trainer)"
-        )
-    if scratch is None:
-        raise PodError(f"{where}: a container in an image needs the pod's scratch directory")
-    return Container(
-        name=c.get("name", ""), spec=c, argv=argv, env=env, program=argv[0], security=security,
-        enter=ctx.network(pod.name, pod.address) if ctx.network is not None else [], binds=[tools_bind],
-        image=image, rootfs=scratch / "rootfs" / (c.get("name") or "container"),
-        workdir=c.get("workingDir") or image.working_dir(),
-    )
-
-
 def _reach(container: Container, ctx: PodContext, chdir: str) -> list[str]:
     """What a pod running as another host user (root only) must be able to enter: its working directory, the
     Python environment standing in for its image (and the interpreter that environment links to), kubetrain's
@@ -451,11 +389,9 @@ def start_container(
     log: Path,
     where: str,
 ) -> None:
-    if container.image is not None:
-        command, argv = _in_image_argv(pod, container, ctx, volumes=volumes, where=where)
-    else:
-        command, argv = _on_host_argv(pod, container, ctx, volumes=volumes, where=where)
-    _spawn(container, ctx, argv, command, log, where)
+    """Start a container on this machine's files (``in_image.start_container`` starts one in its image)."""
+    command, argv = _on_host_argv(pod, container, ctx, volumes=volumes, where=where)
+    spawn(container, ctx, argv, command, log, where)
 
 
 def _on_host_argv(
@@ -493,66 +429,8 @@ def _on_host_argv(
     return command, argv
 
 
-ROOTFS_HELPER = str(Path(__file__).with_name("_rootfs.py"))
-CLUSTER_DOMAIN = "cluster.local"
-
-
-def _in_image_argv(
-    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], where: str
-) -> tuple[list[str], list[str]]:
-    """The container's own overlay on its image's layers (a fresh writable layer at every start, as a new
-    container gets), and the sandbox on it with the files a kubelet writes for a pod: ``/etc/hosts`` (every pod
-    of the TrainJob by its hostname), ``/etc/resolv.conf`` (the cluster's search path; the outbound network's DNS
-    when there is one) and ``/etc/hostname``."""
-    image, rootfs, security = container.image, container.rootfs, container.security
-    assert image is not None and rootfs is not None
-    chdir = container.workdir or "/"
-    binds = container_binds(container.spec, volumes, where)
-    paths.remove_tree(rootfs)
-    for d in ("upper", "work", "merged"):
-        (rootfs / d).mkdir(parents=True)
-    (rootfs / "hostname").write_text(f"{pod.name}\n")
-    search = f"{ctx.namespace}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}"
-    server = ""
-    if ctx.resolv_conf is not None:
-        server = "".join(x + "\n" for x in Path(ctx.resolv_conf).read_text().splitlines() if x.startswith("nameserver"))
-    (rootfs / "resolv.conf").write_text(f"search {search}\n{server}options ndots:5\n")
-    files = [
-        Bind(ctx.hosts_file, "/etc/hosts", True),
-        Bind(str(rootfs / "resolv.conf"), "/etc/resolv.conf", True),
-        Bind(str(rootfs / "hostname"), "/etc/hostname", True),
-    ]
-    all_binds = files + container.binds + binds
-    if container.program:
-        check_program(
-            container.program, container.env.get("PATH", ""), chdir, binds, where,
-            locate=lambda p: _host_path(p, binds) if _host_path(p, binds) != p else image.resolve(p),
-        )
-    check_exec_size(container.argv, container.env, where)
-    command = [*(security.exec_prefix() if security is not None else []), *container.argv]
-    layers_root = str(image.image.root / "layers")
-    spec = {
-        "layers_root": layers_root,
-        "layers": [os.path.basename(x) for x in image.layers],
-        "upper": str(rootfs / "upper"),
-        "work": str(rootfs / "work"),
-        "merged": str(rootfs / "merged"),
-        "path": os.environ.get("PATH", "/usr/bin:/bin"),
-    }
-    helper = [sys.executable, "-S", "-E", ROOTFS_HELPER, json.dumps(spec), "--"]
-    sandbox = bwrap_image_argv(
-        merged=str(rootfs / "merged"),
-        hostname=pod.name,
-        binds=all_binds,
-        chdir=chdir,
-        make_chdir=not image.has_dir(chdir) and not any(b.dest == chdir for b in binds),
-        command=command,
-        security=security,
-    )
-    return command, [*container.enter, *helper, *sandbox]
-
-
-def _spawn(container: Container, ctx: PodContext, argv: list[str], command: list[str], log: Path, where: str) -> None:
+def spawn(container: Container, ctx: PodContext, argv: list[str], command: list[str], log: Path, where: str) -> None:
+    """Start ``argv`` (a sandbox around ``command``) as the container's process, its output into ``log``."""
     # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.
     start = argv.index("bwrap") + 1
     end = len(argv) - len(command) - 1
@@ -626,7 +504,7 @@ class ExecError(PodError):
         self.code = code
 
 
-def _host_path(path: str, binds: list[Bind]) -> str:
+def host_path(path: str, binds: list[Bind]) -> str:
     """Where a path inside the sandbox lives on the host, through the volume binds (the longest match wins)."""
     best: Bind | None = None
     for b in binds:
@@ -648,10 +526,12 @@ def check_program(
     *,
     security: sc.Security | None = None,
     locate: Callable[[str], str | None] | None = None,
+    image: str | None = None,
 ) -> None:
     """Exit codes 127 (not found) and 126 (not executable), like a shell, found before any sandbox is built.
     ``security``: judge "executable" for that identity (a root-mode pod running as another user). ``locate``: where
-    a path inside the pod is on this machine (through the volumes, else in the image); None: not there."""
+    a path inside the pod is on this machine (through the volumes, else in the image); None: not there. ``image``:
+    the image the pod runs in, named in the message."""
     if "/" in program:
         candidates = [program if os.path.isabs(program) else os.path.normpath(os.path.join(chdir, program))]
     else:
@@ -660,7 +540,7 @@ def check_program(
         ]  # an empty or relative PATH entry is relative to the working directory, as for execvp
     not_executable: str | None = None
     for cand in candidates:
-        host = locate(cand) if locate is not None else _host_path(cand, binds)
+        host = locate(cand) if locate is not None else host_path(cand, binds)
         if host is not None and os.path.isfile(host):
             if security.may(os.stat(host), os.X_OK) if security is not None else os.access(host, os.X_OK):
                 return
@@ -675,10 +555,10 @@ def check_program(
         msg = f'exec: "{program}": no such file or directory (looked for {candidates[0]})'
     else:
         first = path_env.split(":")[0]
-        msg = (
-            f'exec: "{program}": executable file not found in $PATH (the pod\'s PATH starts with {first}; '
-            "install it in that environment or give its full path)"
-        )
+        fix = f"the image {image} does not have it in any of {path_env}" if image else (
+            f"the pod's PATH starts with {first}; install it in that environment")
+        msg = f'exec: "{program}": executable file not found in $PATH ({fix}; or give its full path)'
+
     raise ExecError(f"{where}.command: {msg}", 127)
 
 

@@ -4,9 +4,11 @@ directories, init containers, and the kubelet's graceful stop."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 from kubetrain.local import paths
-from kubetrain.local.sandbox import pods, terminate
+from kubetrain.local.sandbox import in_image, pods, terminate
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import MOUNT_WAIT, MissingReference
 from kubetrain.local.sandbox.volumes import claim_template_names, pod_volumes
@@ -269,13 +271,7 @@ class PodLauncher(JobState):
         wheres = [f"{base}.{kind}[{c.get('name', i)}]" for i, c in enumerate(specs)]
         try:
             # Every container of the stage is checked before any starts, as its configuration cannot change.
-            prepared = [
-                pods.prepare_container(
-                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir,
-                    image=self.image_roots.get((pod.plan.name, c.get("name", ""))),
-                )
-                for c, w in zip(specs, wheres, strict=True)
-            ]
+            prepared = [self._prepare(pod, c, w, pod_dir) for c, w in zip(specs, wheres, strict=True)]
         except sc.ContainerConfigError as exc:
             self._config_error(pod, exc)
             raise pods.PodError(f"pod {pod.plan.short}: {exc.reason}: {exc}") from None
@@ -286,10 +282,21 @@ class PodLauncher(JobState):
             self._report_groups(pod, cont)
             cont.env.update(status_env)
             pod.containers.append(cont)
-            pods.start_container(
-                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where
-            )
+            start = in_image.start_container if cont.image is not None else pods.start_container
+            start(pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where)
         return True
+
+    def _prepare(self, pod: PodRun, c: dict[str, Any], where: str, pod_dir: Path) -> pods.Container:
+        """The container set up on this machine's files, or in its image when it runs in one (``pod_images``)."""
+        image = self.image_roots.get((pod.plan.name, c.get("name", "")))
+        if image is not None:
+            return in_image.prepare_container(
+                pod.plan, c, self.ctx, image, restart_attempt=self.restarts, where=where, gpus=pod.gpus,
+                scratch=pod_dir,
+            )
+        return pods.prepare_container(
+            pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where, gpus=pod.gpus, scratch=pod_dir
+        )
 
     def _config_error(self, pod: PodRun, exc: sc.ContainerConfigError) -> None:
         # The kubelet leaves such a container waiting; locally nothing could change its configuration, so the
