@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from _userns import map_own_ids  # a sibling file: this script runs with -S, outside the package
+
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNS = 0x00020000
 MS_REC = 0x4000
@@ -43,12 +45,7 @@ def main() -> None:
         _fail(f"could not make the container's mount namespace: {os.strerror(ctypes.get_errno())}")
     if uid != 0:
         try:
-            with open("/proc/self/setgroups", "w") as f:
-                f.write("deny")
-            with open("/proc/self/uid_map", "w") as f:
-                f.write(f"{uid} {uid} 1")
-            with open("/proc/self/gid_map", "w") as f:
-                f.write(f"{gid} {gid} 1")
+            map_own_ids(uid, gid)
         except OSError as exc:
             _fail(f"could not map uid {uid} into the container's user namespace: {exc.strerror}")
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:

@@ -13,7 +13,6 @@ from typing import Any
 from kubetrain.local import paths
 from kubetrain.local.images.rootfs import ImageRoot
 from kubetrain.local.plan import GATEWAY, PodPlan
-from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox import tools
 from kubetrain.local.sandbox.env import container_env, expand
 from kubetrain.local.sandbox.namespaces import Bind, bwrap_image_argv
@@ -23,8 +22,8 @@ from kubetrain.local.sandbox.pods import (
     PodError,
     check_exec_size,
     check_program,
+    container_security,
     host_path,
-    spawn,
 )
 from kubetrain.local.sandbox.volumes import container_binds
 
@@ -44,17 +43,8 @@ def prepare_container(
     the container's env, its User (unless runAsUser/runAsGroup say otherwise), its WorkingDir unless the container
     sets workingDir, ``HOME`` from the image's passwd, and the command by the kubelet's rules (``command``
     replaces the Entrypoint, ``args`` the Cmd; ``$(VAR)`` is expanded in what the pod spec gives)."""
-    security = sc.resolve(
-        pod.spec,
-        c,
-        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
-        where=where,
-        pod_where=where.rsplit(".", 1)[0],
-        rootless=ctx.rootless,
-        image=image,
-    )
     tools_bind, setpriv = tools.setpriv()
-    security = dataclasses.replace(security, setpriv=setpriv)
+    security = dataclasses.replace(container_security(pod, c, ctx, where, image), setpriv=setpriv)
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
     env = container_env(c, meta, ctx.index, base=image.env(), pod_ip=pod.address, host_ip=GATEWAY, where=where)
     env.update(ctx.extra_env)
@@ -86,7 +76,7 @@ ROOTFS_HELPER = str(Path(__file__).with_name("_rootfs.py"))
 CLUSTER_DOMAIN = "cluster.local"
 
 
-def _argv(
+def sandbox_argv(
     pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], where: str
 ) -> tuple[list[str], list[str]]:
     """The container's own overlay on its image's layers (a fresh writable layer at every start, as a new
@@ -145,16 +135,3 @@ def _locate(path: str, binds: list[Bind], image: ImageRoot) -> str | None:
     """Where ``path`` inside the pod is on this machine: in a volume, else in the image's layers."""
     on_host = host_path(path, binds)
     return on_host if on_host != path else image.resolve(path)
-
-
-def start_container(
-    pod: PodPlan,
-    container: Container,
-    ctx: PodContext,
-    *,
-    volumes: dict[str, Path],
-    log: Path,
-    where: str,
-) -> None:
-    command, argv = _argv(pod, container, ctx, volumes=volumes, where=where)
-    spawn(container, ctx, argv, command, log, where)

@@ -244,6 +244,22 @@ def _is_sshd(argv: list[str]) -> bool:
     return bool(argv) and os.path.basename(argv[0]) == "sshd"
 
 
+def container_security(
+    pod: PodPlan, c: dict[str, Any], ctx: PodContext, where: str, image: ImageRoot | None = None
+) -> sc.Security:
+    """The container's merged securityContext (``security_context.resolve``), judged against ``image``'s user when
+    it runs in one."""
+    return sc.resolve(
+        pod.spec,
+        c,
+        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
+        where=where,
+        pod_where=where.rsplit(".", 1)[0],
+        rootless=ctx.rootless,
+        image=image,
+    )
+
+
 def prepare_container(
     pod: PodPlan,
     c: dict[str, Any],
@@ -257,14 +273,7 @@ def prepare_container(
     """``scratch``: the pod's own directory on this machine (per restart attempt), for what a container keeps
     in its private filesystem on a node but would share through the host's /tmp here (MPI's session files).
     A container that runs in its image is prepared by ``in_image.prepare_container``."""
-    security = sc.resolve(
-        pod.spec,
-        c,
-        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
-        where=where,
-        pod_where=where.rsplit(".", 1)[0],
-        rootless=ctx.rootless,
-    )
+    security = container_security(pod, c, ctx, where)
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
     env = container_env(
         c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, host_ip=GATEWAY, where=where
@@ -380,6 +389,10 @@ def _through_volumes(
     return [Bind(p, p, read_only) for p in out]
 
 
+SandboxArgv = Callable[..., tuple[list[str], list[str]]]
+"""(pod, container, ctx, *, volumes, where) -> (the command run inside, the whole argv around it)."""
+
+
 def start_container(
     pod: PodPlan,
     container: Container,
@@ -388,9 +401,11 @@ def start_container(
     volumes: dict[str, Path],
     log: Path,
     where: str,
+    sandbox: SandboxArgv | None = None,
 ) -> None:
-    """Start a container on this machine's files (``in_image.start_container`` starts one in its image)."""
-    command, argv = _on_host_argv(pod, container, ctx, volumes=volumes, where=where)
+    """Start a container on this machine's files, or in the sandbox ``sandbox`` builds (``in_image.sandbox_argv``
+    for one in its image)."""
+    command, argv = (sandbox or _on_host_argv)(pod, container, ctx, volumes=volumes, where=where)
     spawn(container, ctx, argv, command, log, where)
 
 

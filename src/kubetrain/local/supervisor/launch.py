@@ -282,8 +282,10 @@ class PodLauncher(JobState):
             self._report_groups(pod, cont)
             cont.env.update(status_env)
             pod.containers.append(cont)
-            start = in_image.start_container if cont.image is not None else pods.start_container
-            start(pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where)
+            pods.start_container(
+                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where,
+                sandbox=in_image.sandbox_argv if cont.image is not None else None,
+            )
         return True
 
     def _prepare(self, pod: PodRun, c: dict[str, Any], where: str, pod_dir: Path) -> pods.Container:
