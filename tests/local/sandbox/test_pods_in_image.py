@@ -127,3 +127,15 @@ def test_a_program_the_image_lacks_is_exit_127_naming_the_image(
     assert pod.exit_code == 127 and (pod.message or "").startswith("StartError: ")
     assert 'exec: "python3": executable file not found in $PATH (the image localhost/kubetrain-test:1 does not ' \
            "have it in any of /bin" in (pod.message or ""), pod.message
+
+
+def test_exec_readiness_probes_run_inside_the_image(backend: LocalBackend, image_archive: Path, tmp_path: Path) -> None:
+    load(image_archive)
+    server = {"name": "server", "image": IMAGE, "command": ["sh", "-c", "touch /tmp/ready; sleep 2"],
+              "readinessProbe": {"exec": {"command": ["test", "-e", "/tmp/ready"]}}}
+    node = {"name": "node", "image": IMAGE, "command": ["sh", "-c", "echo after-ready"]}
+    rt = runtime("rt-probe", [rjob("server", [server]),
+                              rjob("node", [node], ancestor="trainer", depends_on=[("server", "Ready")])])
+    status = run_to_end(backend, [rt, trainjob("probe", "rt-probe")], tmp_path)
+    assert condition(status, "Complete"), status
+    assert "after-ready" in _log(backend, "probe")
