@@ -87,7 +87,7 @@ def register(group: click.Group) -> None:
         try:
             item = service.pull(image, progress=_say)
         except KubetrainError as exc:
-            fail(str(exc))
+            fail(f"pulling image {image}: {exc}")
         click.echo(f"Pulled image: {image} ({item.image.short_id}, {_size(item.image.size)}, {item.seconds:.1f}s)")
 
     @images.command("list")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.local.backend import LocalBackend
+from kubetrain.local.pod_objects import pod_status_column
 from kubetrain.local.store.db import Store
 from kubetrain.local.supervisor.controller import Supervisor
 
@@ -111,6 +112,7 @@ def test_a_pod_waits_for_its_image_and_starts_once_it_is_loaded(
         assert f'Container image "{IMAGE}" is not present with pull policy of Never' in (pod.message or "")
         described = backend.describe_trainjob("waits", "default")
         assert "ErrImageNeverPull" in str(described)
+        assert pod_status_column(pod) == "ErrImageNeverPull"  # kubectl get pods' STATUS
         load(image_archive)
     finally:
         worker.join(120)

@@ -96,10 +96,12 @@ def _skopeo_error(stderr: str, code: int) -> str:
         return f"skopeo exited with {code}"
     m = re.search(r'msg="((?:[^"\\]|\\.)*)"', lines[-1])
     text = json.loads(f'"{m.group(1)}"') if m else lines[-1]
-    return re.sub(r'^(Error parsing image name|initializing source) "[^"]*": ', "", text)
+    return re.sub(r'^(?:(?:Error parsing image name|initializing source) "?[^" ]*"?: )+', "", text)
 
 
 def _copy(src: str, what: str, progress: Progress | None, extra: list[str]) -> Path:
+    """skopeo's copy of ``src`` into a temporary OCI layout. Raises ``PullError`` with skopeo's reason (``what``
+    says what was done, for the progress line and a missing skopeo)."""
     exe = skopeo()
     if exe is None:
         raise PullError(f"{what} needs {SKOPEO_PACKAGE}")
@@ -111,7 +113,7 @@ def _copy(src: str, what: str, progress: Progress | None, extra: list[str]) -> P
         from kubetrain.local.paths import remove_tree
 
         remove_tree(out)
-        raise PullError(f"{what}: {_skopeo_error(done.stderr or done.stdout, done.returncode)}")
+        raise PullError(_skopeo_error(done.stderr or done.stdout, done.returncode))
     if progress is not None:
         progress(f"{what}: copied")
     return out
