@@ -92,6 +92,15 @@ class _Files:
         except OSError as exc:
             raise ArchiveError(f"{self.path}: {name} cannot be read: {exc.strerror}") from None
 
+    def size(self, name: str) -> int | None:
+        if self.tar is not None:
+            member = self.members.get(name)
+            return member.size if member is not None else None
+        try:
+            return (self.path / name).stat().st_size
+        except OSError:
+            return None
+
     def read(self, name: str) -> bytes:
         with self.open(name) as f:
             return f.read()
@@ -146,7 +155,7 @@ def _docker_archive(files: _Files) -> list[Found]:
         layers = []
         for name, diff_id in zip(layer_files, ids, strict=True):
             blob = name.split("/")[-1] if name.startswith("blobs/sha256/") else None
-            layers.append(Layer(diff_id, _opener(files, name), f"sha256:{blob}" if blob else None))
+            layers.append(Layer(diff_id, _opener(files, name), f"sha256:{blob}" if blob else None, files.size(name)))
         out.append(Found(config, digest, layers, names))
     return out
 

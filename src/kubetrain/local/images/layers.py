@@ -18,7 +18,9 @@ import os
 import shutil
 import stat
 import tarfile
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -28,6 +30,7 @@ OPAQUE_XATTR = "user.overlay.opaque"
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 _CHUNK = 1 << 20
+_TICK = 5.0  # seconds between progress reports of one layer
 
 
 class LayerError(KubetrainError):
@@ -172,10 +175,13 @@ class _Unpacker:
             self._attributes(path, m)
 
 
-def unpack(raw: BinaryIO, dest: Path, *, what: str, as_root: bool | None = None) -> tuple[str, str, int]:
+def unpack(
+    raw: BinaryIO, dest: Path, *, what: str, as_root: bool | None = None, tick: Callable[[int], None] | None = None
+) -> tuple[str, str, int]:
     """Unpack the layer read from ``raw`` into ``dest`` (an empty directory). Returns (the digest of the bytes as
     read, the digest of the uncompressed tar, i.e. the image config's ``diff_id``, its size). ``what`` names the
-    layer in errors. Raises ``LayerError``."""
+    layer in errors; ``tick`` is called with the bytes read so far every few seconds (progress of a big layer).
+    Raises ``LayerError``."""
     as_root = os.geteuid() == 0 if as_root is None else as_root
     blob = Hashing(raw)
     try:
@@ -183,8 +189,12 @@ def unpack(raw: BinaryIO, dest: Path, *, what: str, as_root: bool | None = None)
         tar_stream = Hashing(stream)
         unpacker = _Unpacker(dest, as_root=as_root, what=what)
         with tarfile.open(fileobj=tar_stream, mode="r|") as tf:
+            last = time.monotonic()
             for m in tf:
                 unpacker.entry(tf, m)
+                if tick is not None and time.monotonic() - last >= _TICK:
+                    last = time.monotonic()
+                    tick(blob.count)
         unpacker.finish()
         tar_stream.drain()
         blob.drain()

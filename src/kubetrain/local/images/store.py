@@ -215,8 +215,11 @@ class ImageStore:
         tmp.mkdir()
         started = time.monotonic()
         try:
+            total = f" of {layer.size / 1e6:.0f}" if layer.size else ""
             with layer.open() as raw:
-                blob, diff_id, count = L.unpack(raw, tmp, what=what)
+                blob, diff_id, count = L.unpack(
+                    raw, tmp, what=what, tick=lambda n: say(f"unpacking {what}: {n / 1e6:.0f}{total} MB read")
+                )
             if layer.digest and blob != layer.digest and diff_id != layer.digest:
                 raise L.LayerError(f"{what}: its bytes do not match its digest {layer.digest} (got {blob}): corrupt")
             if diff_id != layer.diff_id:
