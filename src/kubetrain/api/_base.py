@@ -31,3 +31,4 @@ def defaulted(value: Any, description: str | None = None, **kw: Any) -> Any:
     """A field that is ``None`` when unset but documents (and advertises in the CRD) a server default."""
     extra = {"default": value}
     return Field(None, description=description, json_schema_extra=extra, **kw)
+

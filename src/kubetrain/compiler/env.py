@@ -51,3 +51,14 @@ def reserved_env(env: list[EnvVar] | None, reserved: set[str] | tuple[str, ...],
         return []
     message = f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]"
     return [Finding("spec.trainer.env", message, fix)]
+
+
+def reserved_env_entries(
+    env: list[EnvVar] | None, reserved: tuple[str, ...], framework: str, fix: str
+) -> list[Finding]:
+    """One finding per env entry the runtime sets itself (kubetrain's own frameworks name the entry)."""
+    return [
+        Finding(f"spec.trainer.env[{i}]", f"{x.name} is reserved for the {framework} runtime", fix)
+        for i, x in enumerate(env or [])
+        if x.name in reserved
+    ]

@@ -181,6 +181,14 @@ def pod_requests(pod_spec: Obj) -> dict[str, Quantity]:
     return total
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 def build_info(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
     """Metadata, overrides and patches merged; one pod set per replicated job with its count."""
     template = runtime.spec.template
@@ -222,6 +230,9 @@ def build_info(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
                 job = rj.setdefault("template", {}).setdefault("spec", {})
                 job["template"] = strategic_merge(job.get("template") or {}, patch_obj)
 
+    # A null field is an absent one to the API server (``env: null`` in a runtime); the plugins write into these
+    # objects, so after the merges (where null means "delete") none is left.
+    spec = _without_nulls(spec)
     ml = runtime.spec.ml_policy
     pod_sets: list[PodSet] = []
     for rj in spec["replicatedJobs"]:

@@ -33,35 +33,29 @@ def check(objects: list[dict[str, Any]]) -> None:
     """Raise ``SecurityContextError`` listing every refused volume and container of the compiled JobSet."""
     problems: list[str] = []
     allowed: list[str] | None = None
-    for o in objects:
-        if o.get("kind") != "JobSet":
-            continue
-        name = (o.get("metadata") or {}).get("name", "")
-        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
-            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            base = f"JobSet {name} spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec"
-            for i, vol in enumerate(pod.get("volumes") or []):
-                if "hostPath" not in vol:
-                    continue
-                if allowed is None:
-                    allowed = config.load().security.allowed_host_paths
-                try:
-                    check_host_path(
-                        str((vol["hostPath"] or {}).get("path", "")),
-                        allowed,
-                        f"{base}.volumes[{i}]",
-                        str(vol.get("name", "")),
-                        str(paths.config_file()),
-                    )
-                except VolumeError as exc:
-                    problems.append(str(exc))
-            for kind in ("initContainers", "containers"):
-                for c in pod.get(kind) or []:
-                    if (c.get("securityContext") or {}).get("privileged"):
-                        where = f"{base}.{kind}[{c.get('name')}].securityContext.privileged"
-                        refusal = privileged_refusal(where)
-                        if refusal is not None:
-                            problems.append(refusal)
+    for name, rj, pod in _replicated_job_pods(objects):
+        base = f"JobSet {name} spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec"
+        for i, vol in enumerate(pod.get("volumes") or []):
+            if "hostPath" not in vol:
+                continue
+            if allowed is None:
+                allowed = config.load().security.allowed_host_paths
+            try:
+                check_host_path(
+                    str((vol["hostPath"] or {}).get("path", "")),
+                    allowed,
+                    f"{base}.volumes[{i}]",
+                    str(vol.get("name", "")),
+                    str(paths.config_file()),
+                )
+            except VolumeError as exc:
+                problems.append(str(exc))
+        for kind in ("initContainers", "containers"):
+            for c in pod.get(kind) or []:
+                if (c.get("securityContext") or {}).get("privileged"):
+                    refusal = privileged_refusal(f"{base}.{kind}[{c.get('name')}].securityContext.privileged")
+                    if refusal is not None:
+                        problems.append(refusal)
     if problems:
         raise sc.SecurityContextError("; ".join(dict.fromkeys(problems)))
     check_local_support(objects)
