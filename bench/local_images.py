@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
                  f"{per_pod[False] / 1e3:.0f} kB in the environment (its log and scratch): the image's layers are "
                  "shared, a pod adds its writable layer (the mount points of /etc/hosts, resolv.conf, hostname, "
                  "/dev, /proc, /sys and the tools) and those files (target ~0)")
+    lines.append(f"- machine load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+                 "(other sessions' work included: the pairs are interleaved so it hits both sides alike)")
     text = "\n".join(lines) + "\n"
     subprocess.run(["chmod", "-R", "u+rwx", str(work)], check=False, capture_output=True)
     shutil.rmtree(work, ignore_errors=True)
