@@ -450,7 +450,8 @@ def test_a_pod_in_its_image_as_an_unprivileged_user(pod_user: pwd.struct_passwd,
     os.chown(job / "image.tar", account.pw_uid, account.pw_gid)
     kt = shlex.join(KUBETRAIN)
     script = f"{kt} images load -i image.tar && {kt} run -f trainjob.yaml"
-    r = as_user(account, ["sh", "-c", script], env=user_env(account), cwd=str(job), timeout=300)
+    env = user_env(account)
+    r = as_user(account, ["sh", "-c", script], env=env, cwd=str(job), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Loaded image: localhost/kubetrain-test:1" in r.stdout
     assert sorted(line.split("] ", 1)[1] for line in r.stdout.splitlines() if "in-image" in line) == [
@@ -461,3 +462,7 @@ def test_a_pod_in_its_image_as_an_unprivileged_user(pod_user: pwd.struct_passwd,
     assert len(written) == 2 and all(p.stat().st_uid == account.pw_uid for p in written)
     layers = list((home / "images" / "layers").glob("*/"))
     assert layers and all(p.stat().st_uid == account.pw_uid for p in layers)
+    # Deleting the TrainJob removes its files, overlayfs's mode-0000 work directories included, as the user.
+    r = as_user(account, [*KUBETRAIN, "delete", "trainjob", "in-image"], env=env, cwd=str(job))
+    assert r.returncode == 0, r.stderr
+    assert not list(home.glob("trainjobs/default/in-image-*")), list(home.glob("trainjobs/default/in-image-*/**"))
