@@ -440,10 +440,7 @@ def run_local(
     title = f"trainjob {ns}/{name}"
     if verb == "replaced":
         _say(f"{title}: replaced the finished run of that name")
-    _say(
-        f"{title}: running locally; images are not pulled, pods use {sup.environments()} "
-        "(see docs/local.md to map images)"
-    )
+    _say(f"{title}: running locally; {sup.environments()} (docs/local.md: images)")
     view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
     items = backend.log_stream(name, ns, views.LogOptions(follow=True, progress=True), ended=ended)

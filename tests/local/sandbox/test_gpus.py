@@ -169,3 +169,32 @@ def test_the_sandbox_leaves_hidden_device_nodes_out_of_the_machines_dev(tmp_path
     seen = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
     assert "zero" not in seen
     assert {"null", "shm", "pts", "nvidia7"} <= set(seen), seen
+
+
+@needs_namespaces
+def test_a_pod_in_its_image_gets_its_gpu_nodes_and_the_machines_shm(tmp_path: Path) -> None:
+    """In its image a pod has a container's minimal ``/dev``: its GPUs' nodes are bound into it, and a pod with GPUs
+    of its own shares the machine's ``/dev/shm`` (NCCL's SHM transport between pods); others keep their own."""
+    root = tmp_path / "root"
+    for d in ("bin", "usr", "lib", "lib64", "etc", "proc", "dev", "sys", "tmp"):
+        (root / d).mkdir(parents=True)
+    node = tmp_path / "nvidia7"
+    node.write_text("x")
+    marker = Path("/dev/shm") / f"kubetrain-test-{os.getpid()}"
+    marker.write_text("host shm")
+    view = gpus.DeviceView(nodes=((str(node), "/dev/nvidia7"),))
+    binds = [namespaces.Bind(d, d, True) for d in ("/bin", "/usr", "/lib", "/lib64") if os.path.isdir(d)]
+    try:
+        def seen(**kw: object) -> list[str]:
+            argv = namespaces.bwrap_image_argv(
+                merged=str(root), hostname="t", binds=binds, chdir="/", make_chdir=False,
+                command=["sh", "-c", "ls -a /dev /dev/shm"], **kw,  # type: ignore[arg-type]
+            )
+            return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+
+        with_gpu = seen(devices=view, shared_shm=True)
+        assert "nvidia7" in with_gpu and marker.name in with_gpu, with_gpu
+        without = seen()
+        assert "nvidia7" not in without and marker.name not in without, without
+    finally:
+        marker.unlink()

@@ -32,6 +32,7 @@ import sys
 import threading
 
 import _netlink as nl  # a sibling file: this script runs with -S, outside the package
+from _userns import map_own_ids
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -72,12 +73,7 @@ def _setup() -> None:
         _fail(f"unshare({'user+' if rootless else ''}network namespace): {os.strerror(err)}")
     if rootless:
         try:
-            with open("/proc/self/setgroups", "w") as f:
-                f.write("deny")
-            with open("/proc/self/uid_map", "w") as f:
-                f.write(f"{uid} {uid} 1")
-            with open("/proc/self/gid_map", "w") as f:
-                f.write(f"{gid} {gid} 1")
+            map_own_ids(uid, gid)
         except OSError as exc:
             _fail(f"mapping uid {uid} into the new user namespace: {exc.strerror}")
     if rootless:

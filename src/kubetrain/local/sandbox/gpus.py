@@ -190,7 +190,7 @@ def nccl_version(prefix: str) -> tuple[int, ...] | None:
     return max(versions) if versions else None
 
 
-def nccl_env(grant: Grant | None, prefix: str) -> dict[str, str]:
+def nccl_env(grant: Grant | None, prefix: str | None) -> dict[str, str]:
     """What NCCL needs to treat the pods of one machine as one host (shared memory and P2P between them instead
     of TCP sockets over the pod network), for a pod with GPUs of its own.
 
@@ -205,7 +205,7 @@ def nccl_env(grant: Grant | None, prefix: str) -> dict[str, str]:
     if grant is None or not grant.own or grant.shared:
         return {}
     out = {"NCCL_HOSTID": _boot_id()}
-    version = nccl_version(prefix)
+    version = nccl_version(prefix) if prefix is not None else None
     if version is not None and version >= (2, 29):
         out["NCCL_IPC_USE_ABSTRACT_SOCKET"] = "0"
     else:

@@ -243,3 +243,40 @@ def bwrap_argv(
         "--",
     ]
     return argv + command
+
+
+def bwrap_image_argv(
+    *,
+    merged: str,
+    hostname: str,
+    binds: list[Bind],
+    chdir: str,
+    make_chdir: bool,
+    command: list[str],
+    security: Security | None = None,
+    devices: DeviceView | None = None,
+    shared_shm: bool = False,
+) -> list[str]:
+    """The sandbox of a pod running in its image: ``merged`` (the container's overlayfs of the image's layers,
+    mounted by ``_rootfs``) is its root; then the kernel filesystems, a container's minimal ``/dev`` with its own
+    ``/dev/shm``, kubetrain's files (``/etc/hosts``, ``/etc/resolv.conf``, ``/etc/hostname``, the tools) and the
+    volumes on top, as a container runtime mounts them. ``readOnlyRootFilesystem`` makes the root read-only once
+    every mount point exists. ``devices``: the GPU device nodes the pod is given (``gpus.device_view``), bound into
+    that ``/dev``; ``shared_shm``: the machine's ``/dev/shm`` instead of its own, which NCCL's shared-memory
+    transport between the pods of one machine needs (``gpus.nccl_env``)."""
+    sys_bind = "--bind" if security is not None and security.privileged else "--ro-bind"
+    shm = ["--bind", "/dev/shm", "/dev/shm"] if shared_shm else ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    argv = ["bwrap", "--bind", merged, "/", "--proc", "/proc", "--dev", "/dev", *shm, sys_bind, "/sys", "/sys"]
+    for src, dest in devices.nodes if devices is not None else ():
+        argv += ["--dev-bind", src, dest]
+    for b in sorted(binds, key=lambda b: len(Path(b.dest).parts)):
+        argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]
+    if make_chdir:
+        argv += ["--dir", chdir]
+    if security is not None and security.read_only_root:
+        argv += ["--remount-ro", "/"]
+    if security is not None:
+        argv += security.bwrap_options()
+    argv += ["--unshare-pid", "--unshare-uts", "--unshare-ipc", "--hostname", hostname, "--die-with-parent",
+             "--chdir", chdir, "--"]
+    return argv + command

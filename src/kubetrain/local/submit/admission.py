@@ -157,6 +157,7 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
     import shutil
 
     from kubetrain.api.errors import KubetrainError
+    from kubetrain.local.images import choose
     from kubetrain.local.sandbox import known_images, pods
     from kubetrain.local.scheduling import resources
     from kubetrain.local.scheduling.gang import OVERCOMMIT_ENV
@@ -184,6 +185,8 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
             if not program or "/" in program or "$(" in program or any(e.get("name") == "PATH" for e in
                                                                          c.get("env") or []):
                 continue
+            if choose.choose(c.get("image")).in_image:
+                continue  # runs in its image: what it holds is checked when the pod starts, as on a node
             prefix = pods.image_env_prefix(c.get("image"))
             if shutil.which(program, path=f"{prefix}/bin:{os.environ.get('PATH', '')}") is None:
                 problems.append(

@@ -90,10 +90,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             self.event(
                 "Normal",
                 "LocalImages",
-                (
-                    f"images are not pulled locally; pods run in {self.environments()} "
-                    f"(map images to environments in {paths.home() / 'images.yaml'})"
-                ),
+                f"{self.environments()} (the rule, and images.yaml at {paths.home() / 'images.yaml'}: docs/local.md)",
             )
             clock = LogClock(self.dir / "logs")  # when log lines were written: --timestamps, --since
             try:
@@ -131,6 +128,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 self._outbound.stop()
             if self.netns is not None:
                 self.netns.close()
+            self.release_images()
             self._best_effort(self.scheduler.release_all)
             self._best_effort(lambda: self.store.set_supervisor(self.namespace, self.name, None, None))
             log.info(
