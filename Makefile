@@ -10,12 +10,13 @@ STAMP := $(VENV)/.installed
 # Debian packages the local backend uses: OpenMPI for real mpirun (Intel MPI and MPICH come with the Python
 # environment standing in for their runtime's image: the pyproject extras intel-mpi and mpich; Debian's MPICH 4.0.2
 # can hang in MPI_Finalize across nodes), bubblewrap for per-pod mount namespaces; chromium and its driver for the
-# tests of `kubetrain ui` in a real (headless) browser.
+# tests of `kubetrain ui` in a real (headless) browser; skopeo for images pulled or copied from a Podman store
+# (`kubetrain images`), and Podman and the distribution registry (docker-registry) for the tests that run them.
 system-deps:
-	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	@if ! command -v mpirun >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 || ! command -v podman >/dev/null 2>&1 || ! command -v docker-registry >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux, slirp4netns, nftables, chromium, chromium-driver (apt-get)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux slirp4netns nftables chromium chromium-driver >/dev/null \
+	    echo "installing openmpi-bin, libopenmpi-dev, bubblewrap, iproute2, util-linux, slirp4netns, nftables, chromium, chromium-driver, skopeo, podman, docker-registry (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev bubblewrap iproute2 util-linux slirp4netns nftables chromium chromium-driver skopeo podman docker-registry >/dev/null \
 	      || echo "warning: apt-get failed; the local backend needs bubblewrap, iproute2 and util-linux, the UI's browser tests chromium and chromium-driver (those tests will be skipped)"; \
 	  else \
 	    echo "note: mpirun/bwrap/chromium missing and not root; MPI, mount-namespace and browser tests will be skipped"; \

@@ -146,15 +146,17 @@ def rootfs(cache: Path, packages: tuple[str, ...], into: Path) -> None:
     into.mkdir(parents=True)
     if not tarball.exists():
         started = time.monotonic()
-        scratch = cache / f"debootstrap-{key}.tmp"
-        shutil.rmtree(scratch, ignore_errors=True)
+        # Private to this build: two builds at once (two checkouts' test runs) must not debootstrap into one folder.
+        scratch = Path(tempfile.mkdtemp(prefix=f"debootstrap-{key}-", dir=cache))
+        scratch.chmod(0o755)  # it becomes the image's "/" (mkdtemp makes it 0700)
         run("debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, scratch, mirror,
             stdout=subprocess.DEVNULL)  # fmt: skip
         for sub in STRIP:
             for path in glob.glob(str(scratch / sub / "*")):
                 shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
-        run("tar", *TAR_OPTS, "-C", scratch, "-cf", f"{tarball}.part", ".")
-        os.replace(f"{tarball}.part", tarball)
+        part = f"{scratch}.tar"
+        run("tar", *TAR_OPTS, "-C", scratch, "-cf", part, ".")
+        os.replace(part, tarball)  # the last of concurrent builds wins; each tarball is whole
         shutil.rmtree(scratch)
         log(f"debootstrap {SUITE} ({', '.join(packages)}) in {time.monotonic() - started:.0f} s, cached")
     run("tar", *TAR_OPTS, "-xpf", tarball, "-C", into)

@@ -5,6 +5,7 @@
 #
 #   hack/bed/add-node.sh [--index N] [--no-taint]
 #   hack/bed/add-node.sh --check        # say what runs; exit 0 only if the node is Ready
+#   hack/bed/add-node.sh --images       # only import the bed's new or rebuilt images into the node's containerd
 #   hack/bed/remove-node.sh             # the reverse (see its --help)
 #
 # What node N (default 2) gets (hack/bed/_node.sh; each can be overridden by env NODE2_*):
@@ -27,18 +28,19 @@
 # Limits: both kubelets share the machine (each reports all its CPUs and memory) and the kubelet's fixed
 # /var/lib/kubelet/device-plugins (no device plugins here); the bed's kube-proxy has clusterCIDR 10.244.0.0/24, so
 # this node's pods reach ClusterIP Services masqueraded (headless Services, pod IPs and DNS are direct); an image
-# the bed rebuilds (images.sh) reaches this node only when add-node.sh runs again.
+# the bed rebuilds (images.sh) reaches this node only when add-node.sh runs again (--images does only that).
 # Needs root and the bed up. On a shared bed hold its lock: flock /root/bedlogs/bed.lock hack/bed/add-node.sh
 source "$(dirname "$0")/_node.sh"
 
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
-INDEX=2; TAINT=1; CHECK=0
+INDEX=2; TAINT=1; CHECK=0; IMAGES=0
 while [ $# -gt 0 ]; do
   case $1 in
     --index) INDEX=${2:-}; shift 2 ;;
     --index=*) INDEX=${1#*=}; shift ;;
     --no-taint) TAINT=0; shift ;;
     --check) CHECK=1; shift ;;
+    --images) IMAGES=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$PROG: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -48,6 +50,36 @@ node_vars "$INDEX"
 node_ready() {
   [ "$($KUBECTL get node "$N_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
+
+# Each archive the bed imported ($K8S_HOME/images: images.sh, mpi-images.sh), again when it is newer than this
+# node's last import of it.
+import_images() {
+  local have refs name tar stamp need t primary ref
+  have=$($CTR images ls -q)
+  for refs in "$K8S_HOME"/images/*.refs; do
+    [ -f "$refs" ] || continue
+    name=$(basename "$refs" .refs); tar=$K8S_HOME/images/$name.tar; stamp=$N_STATE/containerd/imported-$name.stamp
+    [ -f "$tar" ] || continue
+    need=0
+    while read -r ref; do [ -z "$ref" ] || grep -qxF "$ref" <<< "$have" || need=1; done < "$refs"
+    { [ -f "$stamp" ] && ! [ "$tar" -nt "$stamp" ]; } || need=1
+    [ $need = 1 ] || continue
+    t=$(now)
+    primary=$(head -n1 "$refs")
+    $CTR images import "$tar" >/dev/null
+    # grep reads all of it: with pipefail, an early `grep -q` kills ctr with SIGPIPE and fails a found image
+    $CTR images ls -q | grep -xF "$primary" >/dev/null || die "$primary not found after importing $tar"
+    tail -n +2 "$refs" | while read -r r; do [ -z "$r" ] || $CTR images tag --force "$primary" "$r" >/dev/null; done
+    touch -r "$tar" "$stamp"
+    say "imported $(paste -sd' ' "$refs") in $(since "$t") s"
+  done
+}
+
+if [ $IMAGES = 1 ]; then
+  alive containerd || die "$N_TAG's containerd is not running: run $PROG without --images"
+  import_images
+  exit 0
+fi
 
 if [ $CHECK = 1 ]; then
   rc=0
@@ -234,25 +266,8 @@ else
   say "containerd already running (pid $(pid_of containerd))"
 fi
 
-# --- images: each archive the bed imported, again when it is newer than this node's last import of it ---
-have=$($CTR images ls -q)
-for refs in "$K8S_HOME"/images/*.refs; do
-  [ -f "$refs" ] || continue
-  name=$(basename "$refs" .refs); tar=$K8S_HOME/images/$name.tar; stamp=$N_STATE/containerd/imported-$name.stamp
-  [ -f "$tar" ] || continue
-  need=0
-  while read -r ref; do [ -z "$ref" ] || grep -qxF "$ref" <<< "$have" || need=1; done < "$refs"
-  { [ -f "$stamp" ] && ! [ "$tar" -nt "$stamp" ]; } || need=1
-  [ $need = 1 ] || continue
-  t=$(now)
-  primary=$(head -n1 "$refs")
-  $CTR images import "$tar" >/dev/null
-  $CTR images ls -q | grep -qxF "$primary" || die "$primary not found after importing $tar"
-  tail -n +2 "$refs" | while read -r r; do [ -z "$r" ] || $CTR images tag --force "$primary" "$r" >/dev/null; done
-  touch -r "$tar" "$stamp"
-  say "imported $(paste -sd' ' "$refs") in $(since "$t") s"
-done
-$CTR images ls -q | grep -qxF localhost/pause:3.10 || die "no localhost/pause:3.10 in $N_TAG's containerd (run the bed's images.sh pause)"
+import_images
+$CTR images ls -q | grep -xF localhost/pause:3.10 >/dev/null || die "no localhost/pause:3.10 in $N_TAG's containerd (run the bed's images.sh pause)"
 
 # --- kubelet ---
 t=$(now)

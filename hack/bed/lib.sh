@@ -6,7 +6,15 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 export K8S_HOME=${K8S_HOME:-$HOME/k8s-node}
-TOOL=${K8S_NODE_TOOL:-$(cd "$REPO/../shared/tools/k8s-node" 2>/dev/null && pwd || true)}
+# The tool sits in shared/ next to the main checkout: one level up from it, two from a worktree in wt/NAME.
+find_tool() {
+  local d
+  for d in "$REPO/../shared/tools/k8s-node" "$REPO/../../shared/tools/k8s-node"; do
+    [ -x "$d/build.sh" ] && { (cd "$d" && pwd); return 0; }
+  done
+  return 0
+}
+TOOL=${K8S_NODE_TOOL:-$(find_tool)}
 BIN=$K8S_HOME/bin
 SRC=$K8S_HOME/src
 RUN=$K8S_HOME/run

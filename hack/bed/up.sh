@@ -11,10 +11,13 @@
 #   coscheduling  hack/bed/coscheduling.sh (SCHEDULER_PLUGINS_GIT: a scheduler-plugins tree with vendor/)
 #   node2         hack/bed/add-node.sh: a second kubelet, when that script is present
 #   multikueue    hack/bed/multikueue.sh: a manager control plane for MultiKueue, when that script is present
+#   mpi-images    hack/bed/mpi-images.sh: the training image with Intel MPI / with MPICH, each when it is missing
+#                 (~5 min each the first time; run that script again after a change of their pins)
 # Then `hack/bed/e2e.sh` runs the suite against it.
 #
-# Time on 2 cores: ~30 min the first time (Kubernetes from source ~25 min, Kueue ~5, scheduler-plugins ~8, images
-# ~3); ~2 min when everything is built (start, install, Kueue, coscheduling).
+# Time on 2 cores: 60-90 min the first time on a shared machine (Kubernetes from source ~25-45 min, Kueue ~25,
+# scheduler-plugins ~10, images ~10, MPI images ~10); ~2 min when everything is built (start, install, Kueue,
+# coscheduling).
 source "$(dirname "$0")/lib.sh"
 
 FRESH=""; SKIP=" "
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --fresh) FRESH=--fresh; shift ;;
     --skip) SKIP="$SKIP$2 "; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (--fresh, --skip PART)" ;;
   esac
 done
@@ -37,8 +40,13 @@ if wants cluster; then
     "$TOOL/build.sh" --apt
   fi
   image=$(awk '/image:/ {print $2; exit}' "$REPO/manifests/base/operator/deployment.yaml")
-  [ -f "$K8S_HOME/images/kubetrain-train.tar" ] || "$TOOL/images.sh" --project "$REPO" --tag "$image" pause train
-  if ! alive kubelet; then unlocked "$TOOL/start.sh" --node $FRESH; fi
+  { [ -f "$K8S_HOME/images/train.tar" ] && [ -f "$K8S_HOME/images/pause.tar" ]; } || "$TOOL/images.sh" pause train
+  if ! alive kubelet; then
+    # start.sh checks each component's executable right after starting it; on a busy machine a component can be
+    # still between fork and exec then (a tool race: "exited during startup" with an empty log), so once more
+    unlocked "$TOOL/start.sh" --node $FRESH ||
+      { say "start.sh failed; starting the cluster once more"; unlocked "$TOOL/start.sh" --node $FRESH; }
+  fi
   (cd "$REPO" && "$TOOL/images.sh" project --project "$REPO" --tag "$image")
 fi
 
@@ -72,5 +80,11 @@ fi
 
 if wants node2 && [ -x "$HERE/add-node.sh" ]; then step node2; "$HERE/add-node.sh"; fi
 if wants multikueue && [ -x "$HERE/multikueue.sh" ]; then step multikueue; "$HERE/multikueue.sh" up; fi
+if wants mpi-images; then
+  step mpi-images
+  missing=()
+  for i in intel mpich; do [ -f "$K8S_HOME/images/train-$i.tar" ] || missing+=("$i"); done
+  if [ ${#missing[@]} -gt 0 ]; then "$HERE/mpi-images.sh" "${missing[@]}"; else say "mpi-images: already built"; fi
+fi
 
 say "bed up in $(( $(now) - T0 )) s: export KUBECONFIG=$K8S_HOME/kubeconfig; hack/bed/e2e.sh runs the suite"

@@ -145,7 +145,7 @@ def test_every_command_has_help_with_an_example() -> None:
 
     paths = walk(cli, [])
     assert {p[0] for p in paths if p} >= {"validate", "render", "runtimes", "crds", "run", "apply", "get",
-                                          "describe", "logs", "delete", "cluster", "operator"}
+                                          "describe", "logs", "delete", "cluster", "operator", "images"}
     for path in paths:
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, path

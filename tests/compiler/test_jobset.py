@@ -272,3 +272,27 @@ def test_kueue_admission_patch_places_the_pods_it_names() -> None:
     assert pod["spec"]["nodeSelector"] == {"pool": "a100"}
     assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
+
+
+def test_null_fields_in_the_runtime_are_absent_ones() -> None:
+    """``env: null`` is what the API server stores as no env; the plugins that add env, mounts and volumes must
+    treat it so (found by ``make fuzz``: a TypeError in the dataset initializer's STORAGE_URI)."""
+    rt = (
+        RuntimeBuilder()
+        .ml(numNodes=1, torch={})
+        .rjob("dataset-initializer", ancestor="dataset-initializer", containers=[
+            {"name": "dataset-initializer", "image": "d", "env": None, "volumeMounts": None}])
+        .trainer()
+        .build()
+    )
+    tj = TrainJobBuilder(name="nulls").initializer(dataset={"storageUri": "hf://org/data"}).build()
+    js = jobset(tj, rt)
+    init = container(js, "dataset-initializer", "dataset-initializer")
+    assert env(init)["STORAGE_URI"] == "hf://org/data"
+
+    def nulls(v: object) -> int:
+        if isinstance(v, dict):
+            return sum(x is None or nulls(x) for x in v.values())
+        return sum(nulls(x) for x in v) if isinstance(v, list) else 0
+
+    assert nulls(js) == 0

@@ -87,6 +87,35 @@ def test_intel_and_mpich_hostfiles(impl: str, line: str, expected_env: dict[str,
     assert not any(k.startswith("OMPI_") for k in launcher_env)
 
 
+@pytest.mark.parametrize("impl", ["Intel", "MPICH"])
+def test_hydra_lists_the_launcher_as_node_by_its_hostname(impl: str) -> None:
+    """Hydra starts the launcher's own ranks without ssh only for a name it knows as its own (the launcher runs no
+    sshd): the pod's hostname, not the <hostname>.<subdomain> the workers are listed by."""
+    tj = TrainJobBuilder(name="alpha", kind="TrainingRuntime").trainer(numNodes=3)
+    objs = compile_objects(tj.build(), mpi_runtime(impl=impl, slots=2, launcher_as_node=True).build())
+    assert objs[HOSTFILE]["data"]["hostfile"].splitlines() == [
+        "alpha-launcher-0-0:2", "alpha-node-0-0.alpha:2", "alpha-node-0-1.alpha:2"]
+
+
+@pytest.mark.parametrize(("impl", "searches"), [("OpenMPI", None), ("Intel", ["alpha.default.svc.cluster.local"]),
+                                                ("MPICH", ["alpha.default.svc.cluster.local"])])
+def test_hydra_workers_resolve_the_launcher_hostname(impl: str, searches: list[str] | None) -> None:
+    """Intel MPI's proxies on the workers connect back to the launcher by its bare hostname: the worker pods (only
+    they) search the JobSet's headless service, for Intel MPI and MPICH alike, as mpi-operator's do. OpenMPI's
+    launcher only connects out, by the hostfile's names."""
+    tj = TrainJobBuilder(name="alpha", kind="TrainingRuntime").trainer(numNodes=2)
+    js = compile_objects(tj.build(), mpi_runtime(impl=impl, slots=2).build())["JobSet/alpha"]
+    pod = {name: rjob(js, name)["template"]["spec"]["template"]["spec"] for name in ("node", "launcher")}
+    assert (pod["node"].get("dnsConfig") or {}).get("searches") == searches
+    assert "dnsConfig" not in pod["launcher"]
+    # a runtime that already searches there (e.g. written for mpi-operator's pods) keeps one entry
+    own = {"dnsConfig": {"searches": ["alpha.default.svc.cluster.local"]}}
+    rt = mpi_runtime(impl=impl, slots=2)
+    rt.obj["spec"]["template"]["spec"]["replicatedJobs"].pop()
+    js = compile_objects(tj.build(), rt.rjob("node", pod=own).build())["JobSet/alpha"]
+    assert rjob(js, "node")["template"]["spec"]["template"]["spec"]["dnsConfig"] == own["dnsConfig"]
+
+
 def test_deepspeed_builtin_shape() -> None:
     from kubetrain.runtimes import builtin_runtime
 

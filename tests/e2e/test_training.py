@@ -79,7 +79,18 @@ SSH_CONFIG = textwrap.dedent(
 )
 
 
-def mpi_patch() -> dict[str, Any]:
+def mpi_configmaps(ns: str) -> None:
+    """What :func:`mpi_patch` mounts: ``examples/mpi/allreduce.py`` (ConfigMap ``mpi-code``) and the SSH
+    configuration above (``mpi-ssh``)."""
+    kubectl("create", "configmap", "mpi-code", f"--from-file={EXAMPLES / 'mpi' / 'allreduce.py'}", "-n", ns)
+    ssh = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mpi-ssh", "namespace": ns},
+           "data": {"sshd_config": SSHD_CONFIG, "ssh_config": SSH_CONFIG}}  # fmt: skip
+    call(lambda c: c.create(ssh))
+
+
+def mpi_patch(image: str = IMAGE) -> dict[str, Any]:
+    """A runtime patch that runs the ``node`` and ``launcher`` pods on ``image`` with :func:`mpi_configmaps`."""
+
     def pod(workdir: bool, sshd: bool) -> dict[str, Any]:
         mounts = [
             {"name": "code", "mountPath": "/code", "readOnly": True},
@@ -87,7 +98,7 @@ def mpi_patch() -> dict[str, Any]:
         ]
         if sshd:
             mounts.append({"name": "ssh", "mountPath": "/home/mpiuser/.sshd_config", "subPath": "sshd_config"})
-        container: dict[str, Any] = {"name": "node", "image": IMAGE, "volumeMounts": mounts}
+        container: dict[str, Any] = {"name": "node", "image": image, "volumeMounts": mounts}
         if workdir:
             container["workingDir"] = "/code"
         volumes = [
@@ -111,12 +122,18 @@ def mpi_patch() -> dict[str, Any]:
     }
 
 
+def allreduce_hosts(text: str, size: int = 4) -> set[str]:
+    """The pods the ranks of ``examples/mpi/allreduce.py`` ran on (its launcher's log ``text``), once every one of
+    ``size`` ranks printed the sum of all ranks."""
+    lines = sorted(line for line in text.splitlines() if line.startswith("rank "))
+    assert [line.split(":")[0].split(" on ")[0] for line in lines] == [f"rank {i}/{size}" for i in range(size)], text
+    assert all(line.endswith(f"sum of ranks = {size * (size - 1) // 2}") for line in lines), text
+    return {line.split(" on ")[1].split(":")[0] for line in lines}
+
+
 def test_an_mpi_job_runs_openmpi_over_ssh(fresh_namespace: str, operator: DeployedOperator) -> None:
     ns = fresh_namespace
-    kubectl("create", "configmap", "mpi-code", f"--from-file={EXAMPLES / 'mpi' / 'allreduce.py'}", "-n", ns)
-    ssh = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mpi-ssh", "namespace": ns},
-           "data": {"sshd_config": SSHD_CONFIG, "ssh_config": SSH_CONFIG}}  # fmt: skip
-    call(lambda c: c.create(ssh))
+    mpi_configmaps(ns)
     tj = yaml.safe_load((EXAMPLES / "mpi" / "trainjob.yaml").read_text())
     tj["metadata"]["namespace"] = ns
     tj["spec"]["runtimePatches"] = [mpi_patch()]
@@ -128,9 +145,6 @@ def test_an_mpi_job_runs_openmpi_over_ssh(fresh_namespace: str, operator: Deploy
     text = pod_log(launcher["metadata"]["name"], ns)
     print(text)
     assert done["type"] == "Complete", (done, text)
-    lines = sorted(line for line in text.splitlines() if line.startswith("rank "))
-    assert [line.split(":")[0].split(" on ")[0] for line in lines] == [f"rank {i}/4" for i in range(4)], text
-    assert all(line.endswith("sum of ranks = 6") for line in lines), text
-    hosts = {line.split(" on ")[1].split(":")[0] for line in lines}
+    hosts = allreduce_hosts(text)
     assert hosts == {f"{name}-launcher-0-0", f"{name}-node-0-0"}, hosts  # two pods, two ranks each
     assert (call(lambda c: c.get(r.SECRET, f"{name}-mpi-ssh-auth", ns)))["type"] == "kubernetes.io/ssh-auth"

@@ -50,6 +50,14 @@ def kt_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(scope="session")
+def image_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tests' own small image (``images/testimage``) as a docker-archive, built once per session."""
+    from .images.testimage import SmallImage
+
+    return SmallImage().docker_archive(tmp_path_factory.mktemp("images") / "test.tar")
+
+
 @pytest.fixture
 def backend(kt_home: Path) -> Iterator[LocalBackend]:
     b = LocalBackend(Store())

@@ -201,3 +201,24 @@ def test_a_pod_rows_status_as_kubectl_shows_it(
     statuses = pod["status"]["containerStatuses"]
     assert [next(iter(cs["state"])) for cs in statuses] == ([container_state] * 2 if container_state else [])
     assert sum(cs["restartCount"] for cs in statuses) == (restarts if container_state else 0)
+
+
+def test_a_pod_waiting_for_the_local_scheduler_reads_as_an_unschedulable_pod() -> None:
+    """``kubectl``'s view of a pod no node can take: PodScheduled False, Unschedulable, kube-scheduler's words
+    (read here by the same code that reads a cluster's pods)."""
+    from kubetrain.k8s.pods.steps import _waiting_reason
+    from kubetrain.local import pod_objects
+    from kubetrain.local.plan import build_plan
+
+    jobset = {"metadata": {"name": "x"}, "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+        "template": {"spec": {"containers": [{"name": "node", "image": "i"}]}}}}}]}}
+    (plan,) = build_plan(jobset).pods()
+    waiting = "Insufficient nvidia.com/gpu: needs 1, 0 of 1 free; in use by default/a; position 1 in the local queue"
+    p = PodRow("default", "x", "node-0-0", "node", "Pending", None, None, None, 0, waiting, "/l")
+    pod = {"metadata": {}, "spec": {}, "status": pod_objects._status(p, plan, "2026-01-01T00:00:00Z")}
+    assert pod["status"]["phase"] == "Pending"
+    expected = f"0/1 nodes are available: 1 Insufficient nvidia.com/gpu. ({waiting})"
+    assert _waiting_reason(pod) == ("Unschedulable", expected)
+    running = PodRow("default", "x", "node-0-0", "node", "Running", None, None, None, 0, None, "/l")
+    conditions = pod_objects._status(running, plan, "2026-01-01T00:00:00Z")["conditions"]
+    assert {"type": "PodScheduled", "status": "True"} in conditions

@@ -455,3 +455,43 @@ def test_the_quickstart_learning_rate_tuned_as_an_unprivileged_user(pod_user: pw
     assert view["best"] == view["trials"][0]["name"]
     home = Path(account.pw_dir) / ".kubetrain"
     assert (home / "state.db").stat().st_uid == account.pw_uid
+
+IMAGE_TRAINJOB = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: in-image}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    image: localhost/kubetrain-test:1
+    numNodes: 2
+    command: [sh, -c, 'echo "in-image uid=$(id -u) pwd=$(pwd) $(cat /app/marker)"; echo x > /etc/mine && echo wrote']
+"""
+
+
+def test_a_pod_in_its_image_as_an_unprivileged_user(pod_user: pwd.struct_passwd, image_archive: Path) -> None:
+    """``kubetrain images load`` and a 2-node TrainJob in the loaded image, as an ordinary user: the layers are
+    mounted (overlayfs in a user namespace of the pod's own), the pod is root inside its namespaces only, and what
+    it writes to its root filesystem goes to its own writable layer, owned by the user."""
+    account = pod_user
+    job = job_dir(account, "image-job", {"trainjob.yaml": IMAGE_TRAINJOB})
+    shutil.copy(image_archive, job / "image.tar")
+    os.chown(job / "image.tar", account.pw_uid, account.pw_gid)
+    kt = shlex.join(KUBETRAIN)
+    script = f"{kt} images load -i image.tar && {kt} run -f trainjob.yaml"
+    env = user_env(account)
+    r = as_user(account, ["sh", "-c", script], env=env, cwd=str(job), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Loaded image: localhost/kubetrain-test:1" in r.stdout
+    assert sorted(line.split("] ", 1)[1] for line in r.stdout.splitlines() if "in-image" in line) == [
+        "in-image uid=0 pwd=/app v1"
+    ] * 2, r.stdout
+    home = Path(account.pw_dir) / ".kubetrain"
+    written = list(home.glob("trainjobs/default/in-image-*/pods/*/attempt-0/rootfs/node/upper/etc/mine"))
+    assert len(written) == 2 and all(p.stat().st_uid == account.pw_uid for p in written)
+    layers = list((home / "images" / "layers").glob("*/"))
+    assert layers and all(p.stat().st_uid == account.pw_uid for p in layers)
+    # Deleting the TrainJob removes its files, overlayfs's mode-0000 work directories included, as the user.
+    r = as_user(account, [*KUBETRAIN, "delete", "trainjob", "in-image"], env=env, cwd=str(job))
+    assert r.returncode == 0, r.stderr
+    assert not list(home.glob("trainjobs/default/in-image-*")), list(home.glob("trainjobs/default/in-image-*/**"))

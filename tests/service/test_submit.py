@@ -14,6 +14,7 @@ from kubetrain.service.submit import submit, workdirs
 class Recorder:
     def __init__(self, fail_on: str | None = None) -> None:
         self.calls: list[tuple[list[str], str, str | None]] = []
+        self.applied: list[dict[str, Any]] = []
         self.fail_on = fail_on
 
     def apply(self, manifests: list[dict[str, Any]], *, namespace: str, workdir: str | None = None) -> list[str]:
@@ -21,6 +22,7 @@ class Recorder:
         if self.fail_on in names:
             raise KubetrainError(f"{self.fail_on} refused")
         self.calls.append((names, namespace, workdir))
+        self.applied.extend(manifests)
         return [f"{m['kind'].lower()}/{m['metadata']['name']} created" for m in manifests]
 
 
@@ -62,3 +64,25 @@ def test_workdirs_are_the_files_folders_and_here_for_stdin(tmp_path: Any, monkey
     f = tmp_path / "sub" / "job.yaml"
     sources = [Source("job.yaml:1", None, str(f)), Source("-:1", None, "-"), Source("<stdin>:3", None, "<stdin>")]
     assert workdirs(sources) == [str(tmp_path / "sub"), str(tmp_path), str(tmp_path)]
+
+
+@pytest.mark.parametrize("cluster", [True, False])
+def test_an_object_defined_twice_is_applied_once_as_last_defined(cluster: bool) -> None:
+    """Validation warns that the last definition replaces the earlier ones; applying both reported the object
+    twice (``created``, then ``unchanged``). Objects named by generateName are each their own."""
+    backend = Recorder()
+    first, last = _obj("TrainJob", "a"), _obj("TrainJob", "a")
+    last["spec"] = {"suspend": True}
+    other_ns = {"kind": "TrainJob", "metadata": {"name": "a", "namespace": "other"}}
+    manifests = [first, other_ns, last, _obj("TrainingRuntime", "a")]
+    done = submit(manifests, backend, namespace="ns", cluster=cluster)  # type: ignore[arg-type]
+    assert sorted(done) == ["trainingruntime/a created", "trainjob/a created", "trainjob/a created"]
+    assert [m for m in backend.applied if m["kind"] == "TrainJob"] == [other_ns, last]
+
+
+def test_objects_named_by_generate_name_are_never_merged() -> None:
+    from kubetrain.service.submit import _last_definitions
+
+    generated = [{"kind": "TrainJob", "metadata": {"generateName": "g-"}} for _ in range(2)]
+    kept, dirs = _last_definitions(generated, ["/a", "/b"], "ns")
+    assert kept == generated and dirs == ["/a", "/b"]

@@ -84,6 +84,8 @@ OPENMPI_ENV: Final = (
 )
 INTEL_MPI_ENV: Final = ("I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS")
 MPICH_ENV: Final = ("HYDRA_HOST_FILE", "HYDRA_LAUNCH_EXTRA_ARGS")
+# The cluster DNS domain that pod search domains name (mpi-operator's and Flux's default; kubelet --cluster-domain).
+CLUSTER_DOMAIN: Final = "cluster.local"
 
 # XGBoost.
 XGBOOST_RESERVED_ENV: Final = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")

@@ -60,21 +60,25 @@ class _Named:
         return self.metadata.namespace or "default"
 
 
-class ConfigMap(Model, _Named):
+class _KeyedData(Model, _Named):
+    """What a ConfigMap and a Secret both are: named data under keys, in the wire order apiVersion, kind,
+    metadata, data, then each kind's own fields."""
+
     api_version: str = CORE_API_VERSION
-    kind: Literal["ConfigMap"] = KIND_CONFIGMAP
+    kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     # Values are checked by ``validate_core_object`` (a number needs quoting: the message says so).
     data: dict[str, Any] | None = None
+
+
+class ConfigMap(_KeyedData):
+    kind: Literal["ConfigMap"] = KIND_CONFIGMAP
     binary_data: dict[str, Any] | None = None
     immutable: bool | None = None
 
 
-class Secret(Model, _Named):
-    api_version: str = CORE_API_VERSION
+class Secret(_KeyedData):
     kind: Literal["Secret"] = KIND_SECRET
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    data: dict[str, Any] | None = None
     string_data: dict[str, Any] | None = None
     type: str | None = None
     immutable: bool | None = None

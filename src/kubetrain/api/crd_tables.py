@@ -2,24 +2,20 @@
 
 ``kubetrain.api.crd`` walks the models and applies these tables; every entry names a model field, and
 ``generate_crds`` fails if one no longer exists (so a rename cannot silently drop a rule). Data, no logic beyond
-``k8s_field``.
+``k8s_field``; the explain text is prose, so it lives in ``data/descriptions.yaml``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from importlib import resources
+from typing import Any, Final, cast
 
+import yaml
 from pydantic import BaseModel
 
 from kubetrain.api import jobset, k8sschema, meta, optimization, runtime, trainjob
-from kubetrain.api.constants import (
-    KIND_CLUSTER_TRAINING_RUNTIME,
-    KIND_OPTIMIZATIONJOB,
-    KIND_TRAINING_RUNTIME,
-    KIND_TRAINJOB,
-    MANAGED_BY_ALLOWED,
-)
+from kubetrain.api.constants import MANAGED_BY_ALLOWED
 
 Schema = dict[str, Any]
 
@@ -267,113 +263,28 @@ def k8s_field(prop: Schema, spec: K8s) -> Schema:
 # Used only where the model field has no ``description=`` of its own (a model description always wins), so the
 # lead can move any of these into the models without changing the CRDs.
 
+def _descriptions() -> dict[str, Any]:
+    text = (resources.files("kubetrain.api") / "data" / "descriptions.yaml").read_text(encoding="utf-8")
+    return cast(dict[str, Any], yaml.safe_load(text.replace("{managed_by_allowed}", " or ".join(MANAGED_BY_ALLOWED))))
+
+
+def _field_name(model: type[BaseModel], wire: str) -> str:
+    for name, info in model.model_fields.items():
+        if (info.alias or name) == wire:
+            return name
+    raise LookupError(f"descriptions.yaml: {model.__name__} has no field {wire!r}")
+
+
+_TEXT: Final = _descriptions()
+_MODULES: Final = {m.__name__.rsplit(".", 1)[1]: m for m in (jobset, runtime, trainjob, optimization)}
+
+# What `kubectl explain` prints for each field, kept as prose in data/descriptions.yaml.
 DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {
-    (trainjob.TrainJob, "spec"): "What to train and which runtime to train it with.",
-    (trainjob.TrainJob, "status"): "Observed state of the TrainJob, written by the controller.",
-    (trainjob.TrainJobSpec, "runtime_ref"): "The TrainingRuntime or ClusterTrainingRuntime this job is built "
-    "from. Cannot be changed after creation.",
-    (trainjob.TrainJobSpec, "initializer"): "Dataset and model initializers that run before the trainer. "
-    "Cannot be changed after creation.",
-    (trainjob.TrainJobSpec, "trainer"): "Overrides for the trainer nodes (image, command, node count, "
-    "resources). Cannot be changed after creation, except numNodes when the runtime has a torch elasticPolicy "
-    "(`kubectl scale trainjob/NAME --replicas N`).",
-    (trainjob.TrainJobSpec, "labels"): "Labels added to the JobSet (v2.1 API; prefer runtimePatches).",
-    (
-        trainjob.TrainJobSpec,
-        "annotations",
-    ): "Annotations added to the JobSet (v2.1 API; prefer runtimePatches).",
-    (
-        trainjob.TrainJobSpec,
-        "pod_template_overrides",
-    ): "Per-replicated-job pod template overrides (v2.1 API). Later entries override earlier ones.",
-    (trainjob.TrainJobSpec, "runtime_patches"): "Patches onto the runtime template, one entry per manager "
-    "(e.g. a queueing controller). Changeable only while the job is suspended.",
-    (trainjob.TrainJobSpec, "suspend"): "When true, no training pods run; setting it back to false resumes.",
-    (
-        trainjob.TrainJobSpec,
-        "active_deadline_seconds",
-    ): "Seconds the job may run (counted from creation or the "
-    "last resume) before it is failed with reason DeadlineExceeded. Cannot be changed after creation.",
-    (trainjob.TrainJobSpec, "managed_by"): "The controller that reconciles this job: "
-    + " or ".join(MANAGED_BY_ALLOWED)
-    + ". Cannot be changed after creation.",
-    (trainjob.RuntimeRef, "name"): "Name of the runtime.",
-    (trainjob.RuntimeRef, "api_group"): "API group of the runtime.",
-    (trainjob.RuntimeRef, "kind"): "TrainingRuntime (same namespace) or ClusterTrainingRuntime.",
-    (trainjob.Initializer, "dataset"): "Downloads the dataset into the shared initializer volume.",
-    (trainjob.Initializer, "model"): "Downloads the pretrained model into the shared initializer volume.",
-    (trainjob.InitializerSpec, "storage_uri"): "Where to fetch from, as scheme://path (e.g. hf://org/name, "
-    "s3://bucket/key).",
-    (trainjob.InitializerSpec, "env"): "Extra environment variables for the initializer container.",
-    (trainjob.InitializerSpec, "secret_ref"): "Secret whose keys become environment variables of the "
-    "initializer container (credentials).",
-    (trainjob.Trainer, "image"): "Container image of the trainer node container.",
-    (trainjob.Trainer, "command"): "Entrypoint of the trainer node container.",
-    (trainjob.Trainer, "args"): "Arguments of the trainer node container.",
-    (trainjob.Trainer, "env"): "Extra environment variables for the trainer node container.",
-    (trainjob.Trainer, "num_nodes"): "Number of training nodes; overrides the runtime's mlPolicy.numNodes.",
-    (trainjob.Trainer, "resources_per_node"): "Compute resources of each node's trainer container; merged "
-    "key by key over the runtime's.",
-    (trainjob.Trainer, "num_proc_per_node"): "Processes per node: auto, cpu, gpu or a positive integer.",
-    (trainjob.RuntimePatch, "manager"): "Who owns this patch, as a domain-prefixed path "
-    "(e.g. kueue.x-k8s.io/manager).",
-    (trainjob.RuntimePatch, "time"): "When the patch last changed; stamped by the mutating webhook.",
-    (trainjob.RuntimePatch, "training_runtime_spec"): "The patch, shaped like a runtime spec.",
-    (trainjob.TrainJobStatus, "conditions"): "Suspended, Complete and Failed conditions.",
-    (trainjob.TrainJobStatus, "jobs_status"): "Pod counts per replicated job, copied from the JobSet.",
-    (trainjob.TrainJobStatus, "trainer_status"): "Progress reported by the training process.",
-    (trainjob.TrainJobStatus, "scaling"): "Restart budget carried across JobSet re-creations of an elastic "
-    "TrainJob whose node count changed.",
-    (runtime.TrainingRuntimeSpec, "ml_policy"): "How the job is distributed: node count and at most one "
-    "framework policy (torch, mpi, jax, xgboost, tensorflow, flux).",
-    (runtime.TrainingRuntimeSpec, "pod_group_policy"): "Gang scheduling through a PodGroup (coscheduling or "
-    "volcano).",
-    (runtime.TrainingRuntimeSpec, "template"): "The JobSet every TrainJob using this runtime starts from.",
-    (runtime.MLPolicy, "torch"): "Run the trainer with torchrun.",
-    (runtime.MLPolicy, "mpi"): "Run the trainer with mpirun from a launcher.",
-    (runtime.MLPolicy, "jax"): "Configure JAX distributed initialisation.",
-    (runtime.MLPolicy, "xgboost"): "Configure the XGBoost (Rabit) tracker.",
-    (runtime.MLPolicy, "tensorflow"): "Give each node the TF_CONFIG of a MultiWorkerMirroredStrategy cluster "
-    "(kubetrain's own; not in Kubeflow Trainer).",
-    (runtime.MLPolicy, "flux"): "Run the trainer under the Flux framework.",
-    (runtime.MPIPolicy, "mpi_implementation"): "MPI flavour, which decides the hostfile format and env.",
-    (runtime.MPIPolicy, "ssh_auth_mount_path"): "Where the generated SSH keys are mounted.",
-    (runtime.MPIPolicy, "run_launcher_as_node"): "Whether the launcher also runs a training process.",
-    (runtime.FluxPolicy, "num_proc_per_node"): "Tasks per node.",
-    (runtime.TorchPolicy, "elastic_policy"): "Elastic training limits (torchrun --nnodes=min:max).",
-    (runtime.TorchPolicy, "env_injection"): "Also inject the PET_* environment into other containers.",
-    (runtime.EnvInjectionTarget, "job_name"): "Replicated job whose containers get the env.",
-    (runtime.EnvInjectionTarget, "container_names"): "Containers that get the env (never node).",
-    (runtime.CoschedulingPolicy, "schedule_timeout_seconds"): "How long the gang may wait to be scheduled.",
-    (runtime.VolcanoPolicy, "queue"): "Volcano queue of the PodGroup.",
-    (runtime.VolcanoPolicy, "priority_class_name"): "PriorityClass of the PodGroup.",
-    (runtime.VolcanoPolicy, "min_member"): "Pods that must be schedulable together.",
-    (runtime.VolcanoPolicy, "network_topology"): "Network topology constraint of the PodGroup.",
-    (runtime.PodGroupPolicy, "coscheduling"): "Use the scheduler-plugins coscheduling PodGroup.",
-    (runtime.PodGroupPolicy, "volcano"): "Use a Volcano PodGroup.",
-    (jobset.JobSetTemplateSpec, "spec"): "A jobset.x-k8s.io/v1alpha2 JobSetSpec.",
-    (jobset.JobSetSpec, "replicated_jobs"): "The groups of identical Jobs the JobSet runs.",
-    (jobset.ReplicatedJob, "name"): "Name of the replicated job (node, launcher, dataset-initializer, ...).",
-    (jobset.ReplicatedJob, "replicas"): "How many Jobs of this template to run.",
-    (jobset.ReplicatedJob, "template"): "A batch/v1 JobTemplateSpec.",
-    (optimization.OptimizationJob, "spec"): "What to search over, how, and the TrainJob every trial runs. Cannot "
-    "be changed after creation.",
-    (optimization.OptimizationJob, "status"): "Observed state of the search, written by the controller.",
-    (optimization.Parameter, "search_space"): "Exactly one of uniform, logUniform or categorical.",
-    (optimization.SearchSpace, "uniform"): "Values spread evenly over [min, max].",
-    (optimization.SearchSpace, "log_uniform"): "Values spread evenly on a log scale over [min, max] (min > 0).",
-    (optimization.SearchSpace, "categorical"): "One of a list of values.",
+    (model, _field_name(model, wire)): text
+    for where, fields in _TEXT["fields"].items()
+    for model in [getattr(_MODULES[where.split(".")[0]], where.split(".")[1])]
+    for wire, text in fields.items()
 }
-
-KIND_DESCRIPTIONS: Final = {
-    KIND_OPTIMIZATIONJOB: "A hyperparameter search: trials are TrainJobs made from a template, "
-    "each with its own parameter values; the best trial's values end up in status.result.",
-    KIND_TRAINJOB: "A training job: a runtime reference plus the job's own trainer, data and model settings.",
-    KIND_TRAINING_RUNTIME: "A namespaced blueprint for TrainJobs: distribution policy plus a JobSet "
-    "template.",
-    KIND_CLUSTER_TRAINING_RUNTIME: "A cluster-wide blueprint for TrainJobs: distribution policy plus a "
-    "JobSet template.",
-}
-
-API_VERSION_DESCRIPTION: Final = "Versioned schema of this object (trainer.kubeflow.org/v1alpha1)."
-KIND_FIELD_DESCRIPTION: Final = "REST resource this object represents."
+KIND_DESCRIPTIONS: Final[dict[str, str]] = _TEXT["kinds"]
+API_VERSION_DESCRIPTION: Final[str] = _TEXT["apiVersion"]
+KIND_FIELD_DESCRIPTION: Final[str] = _TEXT["kind"]

@@ -58,6 +58,12 @@ class Result:
         self.errors.extend(other.errors)
         return self
 
+    def unique(self, path: str, value: str, seen: set[str], what: str, fix: str) -> None:
+        """An error when ``value`` was seen before in this list (``seen`` collects the values)."""
+        if value in seen:
+            self.error(path, f"duplicate {what} {value!r}", fix)
+        seen.add(value)
+
     def add(self, findings: Iterable[Finding]) -> None:
         for f in findings:
             (self.errors if f.severity == "error" else self.warnings).append(f)

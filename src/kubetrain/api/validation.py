@@ -367,9 +367,7 @@ def _failure_policy(result: Result, runtime: AnyRuntime, names: list[str]) -> No
                 f"rule name {rule.name!r} must match ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (at most 128 characters)",
                 "start with a letter; use letters, digits, '_', ',' and ':'",
             )
-        if rule.name in seen:
-            result.error(f"{base}[{i}].name", f"duplicate rule name {rule.name!r}", "give every rule its own name")
-        seen.add(rule.name)
+        result.unique(f"{base}[{i}].name", rule.name, seen, "rule name", "give every rule its own name")
         for j, target in enumerate(rule.target_replicated_jobs or []):
             if target not in names:
                 result.error(

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # annotations only: the local supervisor and a cached `run` use these views without pydantic
     from kubetrain.api import AnyRuntime, TrainJob
     from kubetrain.api.optimization import OptimizationJob
+
+
+def camel_fields(obj: Any, *, omit: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A dataclass's fields as a JSON object with the API's camelCase keys, in declaration order."""
+    return {_camel(f.name): getattr(obj, f.name) for f in fields(obj) if f.name not in omit}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
 @dataclass
@@ -33,15 +43,7 @@ class StepView:
 
     def to_json(self) -> dict[str, Any]:
         """The step as ``describe -o json`` and the UI give it (camelCase, as the API's own fields)."""
-        return {
-            "name": self.name,
-            "replicatedJob": self.replicated_job,
-            "state": self.state,
-            "restarts": self.restarts,
-            "exitCode": self.exit_code,
-            "reason": self.reason,
-            "message": self.message,
-        }
+        return camel_fields(self, omit=("pid",))
 
 
 @dataclass

@@ -24,17 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from kubetrain.api import views
 from kubetrain.api.errors import KubetrainError
-from kubetrain.api.views import (
-    LogChunk,
-    LogItem,
-    LogOptions,
-    Notice,
-    ProgressChange,
-    StateChange,
-    StateView,
-    StepChange,
-)
 from kubetrain.cli._common import TEARDOWN, escape, fail, stderr
 from kubetrain.cli.logview import DIM, RESET, LogView, is_terminal, target, write_to
 from kubetrain.cli.output import print_applied
@@ -53,7 +44,7 @@ class Timeout(Exception):
     pass
 
 
-def _step_text(s: StepChange) -> str:
+def _step_text(s: views.StepChange) -> str:
     parts = [s.state]
     why = ": ".join(p for p in (s.reason, s.message) if p)
     if s.exit_code is not None and s.state in ("Failed", "Succeeded"):
@@ -70,10 +61,10 @@ class Display:
     quiet: bool = False
     steps_live: bool = True
     """Show step changes (``run``); ``logs -f`` shows only the job's state while it waits."""
-    state: StateView | None = None
-    steps: dict[str, StepChange] = field(default_factory=dict)
+    state: views.StateView | None = None
+    steps: dict[str, views.StepChange] = field(default_factory=dict)
     saw_logs: bool = False
-    progress: ProgressChange | None = None
+    progress: views.ProgressChange | None = None
     derive: Any = None
     """A ``kubetrain.api.logprogress.LogProgress`` when this process guesses progress from the log lines it
     shows (a cluster run; locally the supervisor does it), until the job reports progress itself."""
@@ -107,7 +98,7 @@ class Display:
         self._progress_printed = (now, plain)
         self.notice(f"{self.title}: progress {plain}")
 
-    def _derive(self, item: LogChunk) -> None:
+    def _derive(self, item: views.LogChunk) -> None:
         if self.derive is None or (self.progress is not None and self.progress.source != "logs"):
             return
         self.derive.feed(item.text, time.time())
@@ -117,7 +108,7 @@ class Display:
         self._derived_at = now
         derived = self.derive.trainer_status(dt.datetime.now(dt.UTC))
         if derived is not None:
-            self.progress = ProgressChange(derived, "logs")
+            self.progress = views.ProgressChange(derived, "logs")
             self._show_progress()
 
     def notice(self, text: str) -> None:
@@ -146,22 +137,22 @@ class Display:
             lines.append(f"progress {progress}")
         self.view.set_footer(lines)
 
-    def handle(self, item: LogItem) -> None:
+    def handle(self, item: views.LogItem) -> None:
         if item is None:
             if self.progress is not None and self.view.tty:
                 self._footer()  # the report's age moves on
             self.view.tick()
-        elif isinstance(item, LogChunk):
+        elif isinstance(item, views.LogChunk):
             self.saw_logs = True
             if not self.quiet:
                 self.view.write(item.step, item.text)
             self._derive(item)
-        elif isinstance(item, ProgressChange):
+        elif isinstance(item, views.ProgressChange):
             self.progress = item
             self._show_progress()
-        elif isinstance(item, Notice):
+        elif isinstance(item, views.Notice):
             self.notice(item.text)
-        elif isinstance(item, StepChange):
+        elif isinstance(item, views.StepChange):
             old = self.steps.get(item.step)
             self.steps[item.step] = item
             moved = old is None or old.state != item.state
@@ -169,7 +160,7 @@ class Display:
             # Piped: every change as a line. Terminal: the footer shows them live; only ends stay in the log.
             if self.steps_live and (not self.view.tty or (moved and item.state in ("Succeeded", "Failed"))):
                 self.notice(_step_text(item))
-        elif isinstance(item, StateChange):
+        elif isinstance(item, views.StateChange):
             old_state = self.state
             self.state = item.state
             changed = old_state is None or old_state.state != item.state.state
@@ -180,11 +171,11 @@ class Display:
                 self.notice(f"{self.title}: {item.state.explain()}")
 
 
-def exit_code(state: StateView | None) -> int:
+def exit_code(state: views.StateView | None) -> int:
     return EXIT_COMPLETE if state is not None and state.state == "Complete" else EXIT_FAILED
 
 
-def stream(display: Display, items: Iterator[LogItem], deadline: float | None = None) -> StateView | None:
+def stream(display: Display, items: Iterator[views.LogItem], deadline: float | None = None) -> views.StateView | None:
     """Render every item; :class:`Timeout` once ``deadline`` (monotonic) passes. Ctrl-C propagates."""
     try:
         for item in items:
@@ -213,7 +204,7 @@ def follow_remote(
     view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet, derive=_log_progress(backend, name, namespace))
     deadline = time.monotonic() + timeout if timeout else None
-    items = backend.log_stream(name, namespace, LogOptions(follow=True, progress=True))
+    items = backend.log_stream(name, namespace, views.LogOptions(follow=True, progress=True))
     try:
         state = stream(display, items, deadline)
     except Timeout:
@@ -263,7 +254,7 @@ def _log_progress(backend: Backend, name: str, namespace: str) -> Any:
     return LogProgress() if log_progress_enabled(annotations.get(ANNOTATION_LOG_PROGRESS)) else None
 
 
-def _final(title: str, state: StateView | None, name: str, how: str, progress: str | None = None) -> int:
+def _final(title: str, state: views.StateView | None, name: str, how: str, progress: str | None = None) -> int:
     if state is None:
         return EXIT_FAILED
     if progress is not None:
@@ -328,13 +319,13 @@ class _Signals:
         self._terminate(signal.Signals(signum).name)
 
 
-def _with_signal_notices(items: Iterator[LogItem], signals: _Signals) -> Iterator[LogItem]:
+def _with_signal_notices(items: Iterator[views.LogItem], signals: _Signals) -> Iterator[views.LogItem]:
     """The stream, plus a notice when a signal starts stopping the job (the stream's heartbeats come often)."""
     told = 0
     for item in items:
         if signals.count > told and not signals.hung_up:
             told = signals.count
-            yield Notice(
+            yield views.Notice(
                 "stopping: SIGTERM sent to every pod, which may take up to its terminationGracePeriodSeconds "
                 "(default 30 s); interrupt again to kill them now"
                 if told == 1
@@ -343,7 +334,7 @@ def _with_signal_notices(items: Iterator[LogItem], signals: _Signals) -> Iterato
         yield item
 
 
-def local_exit_code(state: StateView | None, signum: int | None, exec_failure: int | None) -> int:
+def local_exit_code(state: views.StateView | None, signum: int | None, exec_failure: int | None) -> int:
     """0 Complete; 128+N when stopped by signal N (130 for Ctrl-C); 127/126 when a command could not be
     executed, as a shell would; 1 for any other failure."""
     if state is not None and state.state == "Complete":
@@ -449,13 +440,10 @@ def run_local(
     title = f"trainjob {ns}/{name}"
     if verb == "replaced":
         _say(f"{title}: replaced the finished run of that name")
-    _say(
-        f"{title}: running locally; images are not pulled, pods use {sup.environments()} "
-        "(see docs/local.md to map images)"
-    )
+    _say(f"{title}: running locally; {sup.environments()} (docs/local.md: images)")
     view = LogView(target(sys.stdout), prefix=True)
     display = Display(title, view, quiet=quiet)
-    items = backend.log_stream(name, ns, LogOptions(follow=True, progress=True), ended=ended)
+    items = backend.log_stream(name, ns, views.LogOptions(follow=True, progress=True), ended=ended)
     timed_out = False
     try:
         stream(display, _with_signal_notices(items, signals), time.monotonic() + timeout if timeout else None)

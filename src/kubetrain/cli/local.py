@@ -92,8 +92,9 @@ _allow_privileged_option = click.option(
 _overcommit_option = click.option(
     "--overcommit",
     is_flag=True,
-    help="Locally: admit TrainJobs whose pods together ask for more cpu or memory than this machine has (they "
-    "are Unschedulable otherwise); GPUs are never over-committed. No effect on a cluster.",
+    help="Locally: admit TrainJobs whose pods together ask for more cpu, memory or GPUs than this machine has "
+    "(they are Unschedulable otherwise); their pods then share the GPUs they hold (never another TrainJob's). "
+    "No effect on a cluster.",
 )
 
 

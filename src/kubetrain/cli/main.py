@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "scale": "kubetrain.cli.scale",
     "wait": "kubetrain.cli.wait",
     "prune": "kubetrain.cli.prune",
+    "images": "kubetrain.cli.images",
     "cluster": "kubetrain.cli.cluster",
     "operator": "kubetrain.cli.operator",
     # The web UI sits beside the CLI (kubetrain.ui may use the CLI's helpers, never the other way round), so it is

@@ -44,6 +44,13 @@ def add_volume(pod_spec: Obj, volume: Obj) -> None:
     upsert(pod_spec.setdefault("volumes", []), volume)
 
 
+def add_dns_search(pod_spec: Obj, domain: str) -> None:
+    """One more search domain in the pod's resolv.conf (``dnsConfig.searches``), after those it has."""
+    searches = pod_spec.setdefault("dnsConfig", {}).setdefault("searches", [])
+    if domain not in searches:
+        searches.append(domain)
+
+
 def reserved_env(env: list[EnvVar] | None, reserved: set[str] | tuple[str, ...], fix: str) -> list[Finding]:
     """Upstream's single finding listing every reserved name the TrainJob tried to set."""
     names = sorted({x.name for x in env or [] if x.name in reserved})
@@ -51,3 +58,14 @@ def reserved_env(env: list[EnvVar] | None, reserved: set[str] | tuple[str, ...],
         return []
     message = f"must not have reserved envs, invalid envs configured: [{' '.join(names)}]"
     return [Finding("spec.trainer.env", message, fix)]
+
+
+def reserved_env_entries(
+    env: list[EnvVar] | None, reserved: tuple[str, ...], framework: str, fix: str
+) -> list[Finding]:
+    """One finding per env entry the runtime sets itself (kubetrain's own frameworks name the entry)."""
+    return [
+        Finding(f"spec.trainer.env[{i}]", f"{x.name} is reserved for the {framework} runtime", fix)
+        for i, x in enumerate(env or [])
+        if x.name in reserved
+    ]

@@ -102,12 +102,16 @@ class Info:
         """Upstream hard-codes rjob ``node`` and the TrainJob name as subdomain for coordinator addresses."""
         return f"{self.name}-{c.NODE}-0-0.{self.name}"
 
+    @property
+    def subdomain(self) -> str:
+        """The pods' subdomain: the JobSet's headless service (``network.subdomain``, else the JobSet's name)."""
+        return str((self.jobset_spec.get("network") or {}).get("subdomain") or self.name)
+
     def pod_hostnames(self, ps: PodSet, replicas: int | None = None) -> list[str]:
         """The DNS names JobSet gives the pod set's pods (``<jobset>-<rjob>-<replica>-<index>.<subdomain>``), for
         ``replicas`` replicas (default: the replicated job's) of ``ps.count`` pods each."""
-        subdomain = (self.jobset_spec.get("network") or {}).get("subdomain") or self.name
         n = ps.replicas if replicas is None else replicas
-        return [f"{self.name}-{ps.name}-{r}-{p}.{subdomain}" for r in range(n) for p in range(ps.count)]
+        return [f"{self.name}-{ps.name}-{r}-{p}.{self.subdomain}" for r in range(n) for p in range(ps.count)]
 
     def effective_resources(self) -> Obj:
         """Resources the ML plugins size processes by: the TrainJob's as given, else the trainer container's."""
@@ -181,6 +185,14 @@ def pod_requests(pod_spec: Obj) -> dict[str, Quantity]:
     return total
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 def build_info(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
     """Metadata, overrides and patches merged; one pod set per replicated job with its count."""
     template = runtime.spec.template
@@ -222,6 +234,9 @@ def build_info(trainjob: TrainJob, runtime: AnyRuntime) -> Info:
                 job = rj.setdefault("template", {}).setdefault("spec", {})
                 job["template"] = strategic_merge(job.get("template") or {}, patch_obj)
 
+    # A null field is an absent one to the API server (``env: null`` in a runtime); the plugins write into these
+    # objects, so after the merges (where null means "delete") none is left.
+    spec = _without_nulls(spec)
     ml = runtime.spec.ml_policy
     pod_sets: list[PodSet] = []
     for rj in spec["replicatedJobs"]:

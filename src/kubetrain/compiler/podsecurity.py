@@ -22,6 +22,7 @@ from kubetrain.api.podsecurity import Level, LevelVersion, Violation, assess, le
 from kubetrain.api.runtime import AnyRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.api.validation import validate_runtime_object
+from kubetrain.api.views import camel_fields
 from kubetrain.compiler.compile import compile_trainjob
 from kubetrain.compiler.keys import fixed_keygen
 from kubetrain.compiler.validate import Subject, validate_objects
@@ -62,15 +63,7 @@ class PodSecurityFinding:
         return line if len(line) <= limit else line[: limit - 1] + "…"
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "check": self.check,
-            "level": self.level,
-            "path": self.path,
-            "message": self.message,
-            "fix": self.fix,
-            "replicatedJob": self.replicated_job,
-            "subject": self.subject,
-        }
+        return camel_fields(self)
 
 
 @dataclass

@@ -70,9 +70,9 @@ def remove_files(row: TrainJobRow, *, keep_logs: bool) -> Path:
     if keep_logs:
         for child in d.iterdir() if d.exists() else []:
             if child.name != "logs":
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+                paths.remove_tree(child) if child.is_dir() else child.unlink(missing_ok=True)
     else:
-        shutil.rmtree(d, ignore_errors=True)
+        paths.remove_tree(d)  # pods in their image leave overlayfs's work directories (mode 0000) behind
     return d
 
 
@@ -101,7 +101,7 @@ def free_space_first(store: Store, **criteria: Any) -> None:
     """On a full disk the store cannot record anything: remove the selected TrainJobs' files first, so that the
     store can then be written (their records go next)."""
     for r in select(store, **criteria):
-        shutil.rmtree(paths.trainjob_dir(r.namespace, r.name, r.uid), ignore_errors=True)
+        paths.remove_tree(paths.trainjob_dir(r.namespace, r.name, r.uid))
 
 
 def prune(
@@ -121,7 +121,7 @@ def prune(
         if not dry_run:
             if not store.delete_trainjob(r.namespace, r.name, uid=r.uid):
                 continue  # replaced meanwhile
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d)
         out.append(Pruned(f"trainjob {r.namespace}/{r.name}", d, size))
     out += _orphans(store, namespace, volumes=volumes, dry_run=dry_run)
     return out
@@ -141,7 +141,7 @@ def _orphans(store: Store, namespace: str | None, *, volumes: bool, dry_run: boo
                 continue
             size = du(d)
             if not dry_run:
-                shutil.rmtree(d, ignore_errors=True)
+                paths.remove_tree(d)
             out.append(Pruned(f"files of deleted trainjob {ns_dir.name}/{name}", d, size))
     if volumes:
         names = {(r.namespace, r.name) for r in store.list_trainjobs(None)}

@@ -76,3 +76,39 @@ def supervisor_log() -> Path:
 
 def config_file() -> Path:
     return home() / "config.yaml"
+
+
+def images_dir() -> Path:
+    """The image store: unpacked layers, image configs and names (``kubetrain.local.images.store``)."""
+    return home() / "images"
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, including what overlayfs and images leave unwritable or unreadable to their owner
+    (overlayfs's ``work/work`` is mode 0000, an image may hold read-only directories): such directories are made
+    accessible to their owner and the removal tried again. What cannot be removed at all is left in place."""
+    import shutil
+    import stat
+
+    def fix(_func: object, failed: str, _exc: object) -> None:
+        parent = os.path.dirname(failed)
+        for p in (parent, failed):
+            try:
+                st = os.lstat(p)
+                if stat.S_ISDIR(st.st_mode):
+                    os.chmod(p, st.st_mode | stat.S_IRWXU)
+            except OSError:
+                pass
+        try:
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                shutil.rmtree(failed, ignore_errors=True)
+            else:
+                os.unlink(failed)
+        except OSError:
+            pass
+
+    if not os.path.lexists(path):
+        return
+    shutil.rmtree(path, onerror=fix)
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)

@@ -19,6 +19,7 @@ from kubetrain.api.selectors import parse_fields
 from kubetrain.local import paths
 from kubetrain.local.logs.stream import step_view
 from kubetrain.local.plan import GATEWAY, PlanError, PodPlan, build_plan, find_jobset
+from kubetrain.local.scheduling.scheduler import INSUFFICIENT
 from kubetrain.local.store import reaper
 from kubetrain.local.store.db import PodRow, Store, TrainJobRow
 
@@ -161,9 +162,18 @@ def _status(p: PodRow, plan: PodPlan, created: str | None) -> dict[str, Any]:
                     "state": state,
                 }
             )
+    conditions: list[dict[str, Any]] = [{"type": "PodScheduled", "status": "True"}]
+    if p.state == "Pending" and (p.message or "").startswith(INSUFFICIENT):
+        # Waiting for the local scheduler: what kube-scheduler says of a pod no node can take now.
+        reason = p.message.split(":", 1)[0] if p.message else ""
+        conditions = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": f"0/1 nodes are available: 1 {reason}. ({p.message})"}
+        ]
+    conditions += [{"type": t, "status": "True" if ready else "False"} for t in ("Ready", "ContainersReady")]
     status: dict[str, Any] = {
         "phase": phase,
-        "conditions": [{"type": t, "status": "True" if ready else "False"} for t in ("Ready", "ContainersReady")],
+        "conditions": conditions,
         "hostIP": GATEWAY,
         "podIP": plan.address,
         "podIPs": [{"ip": plan.address}],

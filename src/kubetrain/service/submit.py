@@ -40,11 +40,12 @@ def submit(
 ) -> list[str]:
     """Apply ``manifests`` (already checked, see ``kubetrain.service.checking``); returns the backend's lines
     (``trainjob.trainer.kubeflow.org/x created``). ``workdirs``: per manifest, locally (default: this folder)."""
+    dirs = list(workdirs) if workdirs is not None else [os.getcwd()] * len(manifests)
+    manifests, dirs = _last_definitions(manifests, dirs, namespace)
     if cluster:
         done: list[str] = backend.apply(list(manifests), namespace=namespace)
         on_applied(done)
         return done
-    dirs = list(workdirs) if workdirs is not None else [os.getcwd()] * len(manifests)
     applied: list[str] = []
     pairs = sorted(zip(manifests, dirs, strict=True), key=lambda p: p[0].get("kind") == c.KIND_TRAINJOB)
     for manifest, workdir in pairs:
@@ -52,3 +53,18 @@ def submit(
         applied.extend(done)
         on_applied(done)
     return applied
+
+
+def _last_definitions(
+    manifests: Sequence[dict[str, Any]], dirs: list[str], namespace: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each object once, as its last definition in the input says (what validation warns about): applying the
+    earlier ones too would only report an object twice. Objects named by ``generateName`` are all distinct."""
+    keys: list[tuple[str, str, str] | int] = []
+    for i, m in enumerate(manifests):
+        meta = m.get("metadata") or {}
+        named = bool(meta.get("name"))
+        keys.append((str(m.get("kind")), str(meta.get("namespace") or namespace), meta["name"]) if named else i)
+    last = {key: i for i, key in enumerate(keys)}
+    keep = [i for i, key in enumerate(keys) if last[key] == i]
+    return [manifests[i] for i in keep], [dirs[i] for i in keep]

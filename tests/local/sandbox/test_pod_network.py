@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kubetrain.local import plan
 from kubetrain.local.backend import LocalBackend
+from kubetrain.local.sandbox.netns import NetworkNamespace
 
 from ..conftest import condition, container, needs_namespaces, py, rjob, run_to_end, runtime, trainjob
 
@@ -17,8 +22,10 @@ pytestmark = needs_namespaces
 
 # Every pod reports what a pod-local program sees of its network, and binds the same wildcard port as its peers.
 REPORT = r"""
-import json, os, socket, subprocess, time
+import fcntl, json, os, socket, struct, subprocess, time
 seen = {
+    # SIOCGIFMTU of this network namespace's eth0 (the pod's /sys is the machine's, so not /sys/class/net).
+    "mtu": struct.unpack("16si", fcntl.ioctl(socket.socket(), 0x8921, struct.pack("16si", b"eth0", 0)))[1],
     "hostname_I": subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
         if os.path.exists("/usr/bin/hostname") or os.path.exists("/bin/hostname") else None,
     "pod_ip": os.environ["POD_IP"],
@@ -77,12 +84,15 @@ def test_each_pod_has_its_own_address_port_space_and_localhost(backend: LocalBac
         assert seen["host_ip"] == plan.GATEWAY, seen
         assert "eth0" in seen["interfaces"] and "lo" in seen["interfaces"], seen
         assert seen["peer_reached"] is True, seen  # by its Kubernetes hostname, through the bridge
+        # Loopback's order of size, so pod-to-pod traffic costs about what it costs between local processes
+        # (bench/pod_network.py); the holder's MTU is what the pods get.
+        assert seen["mtu"] == _holder().MTU == 65520, seen
         if seen["hostname_I"] is not None:
             # What DeepSpeed's MPI discovery and many launch scripts read: exactly the pod's own address.
             assert seen["hostname_I"] == [seen["pod_ip"]], seen
 
 
-def test_the_holder_and_the_plan_agree_on_the_gateway() -> None:
+def _holder() -> Any:
     holder = Path(plan.__file__).with_name("sandbox") / "_nsholder.py"
     sys.path.insert(0, str(holder.parent))  # the holder imports its sibling _netlink as a script would
     try:
@@ -92,5 +102,27 @@ def test_the_holder_and_the_plan_agree_on_the_gateway() -> None:
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(holder.parent))
+    return module
+
+
+def test_bridged_traffic_between_pods_skips_netfilter() -> None:
+    """Inside the TrainJob's network namespace the bridge does not hand pod-to-pod packets to netfilter (the
+    outbound NAT rule and its connection tracking are for routed traffic only)."""
+    knob = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    if not knob.exists():
+        pytest.skip("this kernel has no br_netfilter: bridged packets never reach netfilter")
+    ns = NetworkNamespace.start().ready()
+    try:
+        seen = subprocess.run(
+            [*ns.enter_argv(), "cat", str(knob), str(knob.with_name("bridge-nf-call-ip6tables"))],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()
+    finally:
+        ns.close()
+    assert seen == ["0", "0"]
+
+
+def test_the_holder_and_the_plan_agree_on_the_gateway() -> None:
+    module = _holder()
     assert module.GATEWAY == plan.GATEWAY
     assert plan.address(0).rsplit(".", 2)[0] == module.SUBNET.split(".0.0/")[0]

@@ -27,6 +27,17 @@ class TestResources:
             "nvidia.com/gpu: requested 1, this machine has 0",
         ]
 
+    def test_overcommit_shares_gpus_only_where_there_is_one(self) -> None:
+        want = {"nvidia.com/gpu": 4, "example.com/fpga": 1}
+        one = resources.Capacity({"nvidia.com/gpu": 1, "example.com/fpga": 0})
+        assert resources.never_fits(want, one, overcommit=True) == [
+            "example.com/fpga: requested 1, this machine has 0"
+        ], "extended resources other than GPUs are never shared"
+        none = resources.Capacity({"nvidia.com/gpu": 0})
+        assert resources.never_fits({"nvidia.com/gpu": 1}, none, overcommit=True) == [
+            "nvidia.com/gpu: requested 1, this machine has 0"
+        ]
+
     def test_pod_requests_count_init_containers_like_the_scheduler(self) -> None:
         spec = {
             "containers": [

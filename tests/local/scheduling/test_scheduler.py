@@ -80,6 +80,26 @@ class TestBooks:
         a.release(["p"])
         assert c.admit("p", {"p": {GPU: 1}}).devices == {"p": [0]}
 
+    def test_only_an_overcommitted_trainjob_shares_gpus_and_only_among_its_own_pods(self, kt_home: Path) -> None:
+        store = Store()
+        cap = {GPU: 2}
+        holder, plain, over = (sched(store, n, cap) for n in ("holder", "plain", "over"))
+        three = {f"node-0-{i}": {GPU: 1} for i in range(3)}
+        assert holder.admit("p", {"p": {GPU: 1}}).devices == {"p": [0]}
+        waits = over.admit("gang", three, overcommit=True)
+        assert not waits.admitted, "GPU 0 is another TrainJob's: never shared with it"
+        assert waits.message.startswith("Insufficient nvidia.com/gpu: needs 2, 1 of 2 free; in use by default/holder")
+        holder.release(["p"])
+        got = over.admit("gang", three, overcommit=True)
+        assert got.admitted and got.devices == {"node-0-0": [0], "node-0-1": [1], "node-0-2": [0]}
+        assert not plain.admit("p", {"p": {GPU: 1}}).admitted, "both GPUs are held, shared or not"
+        over.release(list(three))
+        assert plain.admit("p", {"p": {GPU: 1}}).devices == {"p": [0]}
+
+    def test_a_pod_asking_more_gpus_than_the_machine_has_gets_each_once(self, kt_home: Path) -> None:
+        got = sched(Store(), "big", {GPU: 2}).admit("p", {"p": {GPU: 4}}, overcommit=True)
+        assert got.admitted and got.devices == {"p": [0, 1]}
+
     def test_a_gang_is_admitted_whole_or_not_at_all(self, kt_home: Path) -> None:
         store = Store()
         cap = {"cpu": 2, GPU: 2}

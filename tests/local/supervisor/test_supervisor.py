@@ -259,6 +259,18 @@ def test_gpu_nproc_without_gpus_is_a_clear_error(
     assert failed is not None and "numProcPerNode: 'gpu' needs GPUs" in failed["message"], st
 
 
+def test_gpu_nproc_resolves_from_the_pods_gpus_not_the_machines(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_GPUS", "2")  # the machine has GPUs; the pods ask for none, so they see none
+    rt = runtime("tgpu2", [rjob("node", [container(py("print(1)"))], ancestor="trainer")], ml={"torch": {}})
+    st = run_to_end(backend, [rt, trainjob("tgpu2", "tgpu2", trainer={"numProcPerNode": "gpu"})], tmp_path)
+    failed = condition(st, "Failed")
+    assert failed is not None, st
+    assert "pod node-0-0 asks for no nvidia.com/gpu, so it would see none" in failed["message"], st
+    assert "spec.trainer.resourcesPerNode.limits" in failed["message"]
+
+
 def test_exec_readiness_probe_runs_inside_the_pod(backend: LocalBackend, tmp_path: Path) -> None:
     """The probe sees the pod's own emptyDir at its mountPath, which exists nowhere on the host."""
     server = container(

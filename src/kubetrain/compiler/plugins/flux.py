@@ -105,7 +105,7 @@ def _tasks_per_node(info: Info) -> int:
 
 
 def broker_config(info: Info, hosts: str, opts: dict[str, str]) -> str:
-    fqdn = f"{info.name}.{info.namespace}.svc.cluster.local"
+    fqdn = f"{info.name}.{info.namespace}.svc.{c.CLUSTER_DOMAIN}"
     bind = f"tcp://{opts['FLUX_NETWORK_DEVICE']}:%p"
     connect = f"tcp://%h.{fqdn}:%p"
     return s.fill(s.BROKER_TOML, bind, connect, hosts, opts["FLUX_QUEUE_POLICY"])

@@ -203,9 +203,7 @@ class JobSet:
                     f"{patch.manager!r} must be a domain-prefixed path (such as 'acme.io/manager')",
                     "use <your domain>/<controller name>",
                 )
-            if patch.manager in seen:
-                result.error(f"{path}.manager", f"duplicate manager {patch.manager!r}", "merge the two patches")
-            seen.add(patch.manager)
+            result.unique(f"{path}.manager", patch.manager, seen, "manager", "merge the two patches")
             tmpl = patch.training_runtime_spec.template if patch.training_runtime_spec else None
             for j, rj in enumerate((tmpl.spec.replicated_jobs if tmpl and tmpl.spec else None) or []):
                 rpath = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"

@@ -66,12 +66,19 @@ def slots(info: Info) -> int:
 
 def hostfile(info: Info) -> str:
     n = slots(info)
-    fmt = "{host} slots={n}\n" if implementation(info) == "OpenMPI" else "{host}:{n}\n"
+    hydra = implementation(info) != "OpenMPI"
+    fmt = "{host}:{n}\n" if hydra else "{host} slots={n}\n"
     worker = worker_pod_set(info)
     lines = []
     for ps in info.pod_sets:
-        if ps is worker or (ps.name == c.LAUNCHER and policy(info).run_launcher_as_node):
+        if ps is worker:
             lines += [fmt.format(host=h, n=n) for h in ps.endpoints]
+        elif ps.name == c.LAUNCHER and policy(info).run_launcher_as_node:
+            # Hydra starts the ranks of a host without ssh only when it knows the host for its own: Intel MPI when
+            # the name is its hostname, MPICH when the name resolves to its address, which the JobSet's DNS
+            # record does only seconds after the pod starts. The launcher runs no sshd, so it is listed by the
+            # hostname JobSet gives its pod (in its /etc/hosts from the start), not by <hostname>.<subdomain>.
+            lines += [fmt.format(host=h.split(".")[0] if hydra else h, n=n) for h in ps.endpoints]
     return "".join(lines)
 
 
@@ -151,6 +158,11 @@ class MPI:
                 e.add_mount(node, c.MPI_HOSTFILE_VOLUME, c.MPI_HOSTFILE_DIR)
                 for name, value in launcher_env(info):
                     e.set_env(node, name, value)
+        if worker is not None and implementation(info) in ("Intel", "MPICH"):
+            # Intel MPI's proxies on the workers connect back to the launcher by its hostname, the bare name JobSet
+            # gives the pod, which resolves only inside the JobSet's headless service: mpi-operator's search domain,
+            # for Intel MPI and MPICH alike.
+            e.add_dns_search(worker.pod_spec, f"{info.subdomain}.{info.namespace}.svc.{c.CLUSTER_DOMAIN}")
 
     def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
         if not applies(info):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Result
@@ -31,42 +31,61 @@ def pod_group(info: Info, api_version: str, spec: dict[str, Any]) -> dict[str, A
     return {"apiVersion": api_version, "kind": "PodGroup", "metadata": object_meta(info, info.name), "spec": spec}
 
 
-def _coscheduling(info: Info) -> CoschedulingPolicy | None:
-    return info.pod_group_policy.coscheduling if info.pod_group_policy is not None else None
+P = TypeVar("P", CoschedulingPolicy, VolcanoPolicy)
 
 
-def _volcano(info: Info) -> VolcanoPolicy | None:
-    return info.pod_group_policy.volcano if info.pod_group_policy is not None else None
+class _PodGroupPlugin(Generic[P]):
+    """What both gang schedulers share: a PodGroup named after the TrainJob, and its name on every pod. Each
+    scheduler says where its policy lives, how pods name their group and what its PodGroup's spec holds."""
 
+    api_version: str
 
-class Coscheduling:
-    name = "CoScheduling"
+    def _policy(self, info: Info) -> P | None:
+        raise NotImplementedError
+
+    def _mark(self, info: Info) -> None:
+        raise NotImplementedError
+
+    def _spec(self, info: Info, policy: P) -> dict[str, Any]:
+        raise NotImplementedError
 
     def enforce_pod_group_policy(self, info: Info) -> None:
-        if _coscheduling(info) is not None:
-            info.pod_labels[c.LABEL_COSCHEDULING_POD_GROUP] = info.name
+        if self._policy(info) is not None:
+            self._mark(info)
 
     def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
-        policy = _coscheduling(info)
-        if policy is None:
-            return []
+        policy = self._policy(info)
+        return [] if policy is None else [pod_group(info, self.api_version, self._spec(info, policy))]
+
+
+class Coscheduling(_PodGroupPlugin[CoschedulingPolicy]):
+    name = "CoScheduling"
+    api_version = c.COSCHEDULING_API_VERSION
+
+    def _policy(self, info: Info) -> CoschedulingPolicy | None:
+        return info.pod_group_policy.coscheduling if info.pod_group_policy is not None else None
+
+    def _mark(self, info: Info) -> None:
+        info.pod_labels[c.LABEL_COSCHEDULING_POD_GROUP] = info.name
+
+    def _spec(self, info: Info, policy: CoschedulingPolicy) -> dict[str, Any]:
         timeout = policy.schedule_timeout_seconds
         spec: dict[str, Any] = {"minMember": min_member(info), "minResources": min_resources(info)}
         spec["scheduleTimeoutSeconds"] = 60 if timeout is None else timeout
-        return [pod_group(info, c.COSCHEDULING_API_VERSION, spec)]
+        return spec
 
 
-class Volcano:
+class Volcano(_PodGroupPlugin[VolcanoPolicy]):
     name = "Volcano"
+    api_version = c.VOLCANO_API_VERSION
 
-    def enforce_pod_group_policy(self, info: Info) -> None:
-        if _volcano(info) is not None:
-            info.pod_annotations[c.ANNOTATION_VOLCANO_GROUP] = info.name
+    def _policy(self, info: Info) -> VolcanoPolicy | None:
+        return info.pod_group_policy.volcano if info.pod_group_policy is not None else None
 
-    def build(self, info: Info, keygen: KeyGen) -> list[dict[str, Any]]:
-        policy = _volcano(info)
-        if policy is None:
-            return []
+    def _mark(self, info: Info) -> None:
+        info.pod_annotations[c.ANNOTATION_VOLCANO_GROUP] = info.name
+
+    def _spec(self, info: Info, policy: VolcanoPolicy) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "minMember": policy.min_member or min_member(info),
             "minResources": min_resources(info),
@@ -85,11 +104,11 @@ class Volcano:
                 "mode": nt.mode or "hard",
                 "highestTierAllowed": 1 if nt.highest_tier_allowed is None else nt.highest_tier_allowed,
             }
-        return [pod_group(info, c.VOLCANO_API_VERSION, spec)]
+        return spec
 
     def validate(self, info: Info, old: TrainJob | None) -> Result:
         result = Result()
-        policy = _volcano(info)
+        policy = self._policy(info)
         if policy is None:
             return result
         if c.ANNOTATION_VOLCANO_QUEUE in info.annotations and not info.annotations[c.ANNOTATION_VOLCANO_QUEUE]:

@@ -76,11 +76,6 @@ class XGBoost:
         if info.ml_policy is None or info.ml_policy.xgboost is None:
             return result
         tj = info.trainjob.spec.trainer
-        for i, env in enumerate((tj.env if tj else None) or []):
-            if env.name in c.XGBOOST_RESERVED_ENV:
-                result.error(
-                    f"spec.trainer.env[{i}]",
-                    f"{env.name} is reserved for the XGBoost runtime",
-                    "remove it: kubetrain sets the DMLC_* tracker variables",
-                )
+        result.add(e.reserved_env_entries(tj.env if tj else None, c.XGBOOST_RESERVED_ENV, "XGBoost",
+                                          "remove it: kubetrain sets the DMLC_* tracker variables"))
         return result

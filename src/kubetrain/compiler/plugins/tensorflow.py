@@ -59,13 +59,9 @@ class TensorFlow:
         if not applies(info):
             return result
         tj = info.trainjob.spec.trainer
-        for i, env in enumerate((tj.env if tj else None) or []):
-            if env.name in c.TENSORFLOW_RESERVED_ENV:
-                result.error(
-                    f"spec.trainer.env[{i}]",
-                    f"{env.name} is reserved for the TensorFlow runtime",
-                    "remove it: kubetrain sets TF_CONFIG (the workers and this pod's index) on every node",
-                )
+        result.add(e.reserved_env_entries(
+            tj.env if tj else None, c.TENSORFLOW_RESERVED_ENV, "TensorFlow",
+            "remove it: kubetrain sets TF_CONFIG (the workers and this pod's index) on every node"))
         ps = info.trainer()
         if ps is None or ps.container(c.NODE) is None:
             where = f"replicated job {ps.name!r}" if ps is not None else "no replicated job labelled trainer"

@@ -67,26 +67,21 @@ class Client:
         return await writing.replace(self.session, obj, field_manager=self.field_manager, resource=resource)
 
     async def merge_patch(
-        self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any]
+        self, res: Resource, name: str, namespace: str | None, patch: dict[str, Any], *, subresource: str | None = None
     ) -> dict[str, Any]:
-        return await patching.merge_patch(self.session, res, name, namespace, patch, field_manager=self.field_manager)
+        return await patching.merge_patch(
+            self.session, res, name, namespace, patch, subresource=subresource, field_manager=self.field_manager
+        )
 
     async def scale(self, res: Resource, name: str, namespace: str | None, replicas: int) -> dict[str, Any]:
         """Set ``spec.replicas`` through the scale subresource (what ``kubectl scale`` and an HPA do)."""
-        return await patching.merge_patch(
-            self.session,
-            res,
-            name,
-            namespace,
-            {"spec": {"replicas": replicas}},
-            subresource="scale",
-            field_manager=self.field_manager,
-        )
+        return await self.merge_patch(res, name, namespace, {"spec": {"replicas": replicas}}, subresource="scale")
 
     async def patch_status(
         self, res: Resource, name: str, namespace: str | None, status: dict[str, Any]
     ) -> dict[str, Any]:
-        return await patching.patch_status(self.session, res, name, namespace, status, field_manager=self.field_manager)
+        """Merge ``{"status": status}`` through the status subresource (lists in it are replaced whole)."""
+        return await self.merge_patch(res, name, namespace, {"status": status}, subresource="status")
 
     async def delete(
         self,

@@ -25,17 +25,3 @@ async def merge_patch(
         "PATCH", res.path(namespace, name, subresource), params=params, body=patch, content_type=MERGE_PATCH
     )
 
-
-async def patch_status(
-    session: ApiSession,
-    res: Resource,
-    name: str,
-    namespace: str | None,
-    status: dict[str, Any],
-    *,
-    field_manager: str | None = None,
-) -> dict[str, Any]:
-    """Merge ``{"status": status}`` through the status subresource (lists in it are replaced whole)."""
-    return await merge_patch(
-        session, res, name, namespace, {"status": status}, subresource="status", field_manager=field_manager
-    )

@@ -21,6 +21,7 @@ import collections
 import copy
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.api import constants as c
@@ -105,30 +106,26 @@ class Record:
         return entry
 
 
+@dataclass
 class FailureRecorder:
-    def __init__(
-        self,
-        client: Client,
-        trainjobs: Informer,
-        jobsets: Informer,
-        events: EventRecorder,
-        settings: OperatorSettings,
-        changed: Callable[[Key], None],
-    ) -> None:
-        self.client = client
-        self.trainjobs = trainjobs
-        self.jobsets = jobsets
-        self.events = events
-        self.settings = settings
-        self.changed = changed
-        """Called with a TrainJob's key when its record changed (the operator queues a reconcile)."""
-        self.records: dict[Key, Record] = {}
-        self.reports: asyncio.Queue[tuple[Key, Record, pf.Failure]] = asyncio.Queue(maxsize=settings.failure_reports)
-        self.log_bucket = TokenBucket(settings.failure_log_qps, settings.failure_log_burst)
-        self.recorded = 0
-        self.log_reads = 0
-        self.log_reads_skipped = 0
-        self.reports_dropped = 0
+    client: Client
+    trainjobs: Informer
+    jobsets: Informer
+    events: EventRecorder
+    settings: OperatorSettings
+    changed: Callable[[Key], None]
+    """Called with a TrainJob's key when its record changed (the operator queues a reconcile)."""
+    records: dict[Key, Record] = field(default_factory=dict)
+    recorded: int = 0
+    log_reads: int = 0
+    log_reads_skipped: int = 0
+    reports_dropped: int = 0
+
+    def __post_init__(self) -> None:
+        self.reports: asyncio.Queue[tuple[Key, Record, pf.Failure]] = asyncio.Queue(
+            maxsize=self.settings.failure_reports
+        )
+        self.log_bucket = TokenBucket(self.settings.failure_log_qps, self.settings.failure_log_burst)
 
     def counts(self) -> dict[str, int]:
         """For /metrics (``kubetrain_pod_failures_total``, ``..._log_reads_total{result}``, ...)."""

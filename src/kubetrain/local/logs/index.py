@@ -9,6 +9,7 @@ covers its end (an upper bound, at most ``INTERVAL`` late); bytes past the last 
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import time
@@ -108,27 +109,20 @@ class TimeIndex:
         """How many bytes had been written before ``when`` (as far as the samples tell): the last sample before
         it. Without samples before ``when``, 0; without any index, 0 or the whole file by its mtime."""
         n = self._count()
-        if n == 0:
-            try:
-                st = self.log.stat()
-            except FileNotFoundError:
-                return 0
-            return st.st_size if st.st_mtime < when else 0
-        lo, hi = 0, n  # first record with time >= when
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._record(mid)[1] < when:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo == n:  # every sample is older: what came after the last one is older too if the file is
-            try:
-                st = self.log.stat()
-            except FileNotFoundError:
-                return 0
-            if st.st_mtime < when:
-                return st.st_size
+        lo = bisect.bisect_left(range(n), when, key=lambda i: self._record(i)[1])  # first record with time >= when
+        if lo == n:  # no sample is as new: what came after the last one is older too if the file is
+            whole = self._size_if_older(when)
+            if whole is not None:
+                return whole
         return self._record(lo - 1)[0] if lo > 0 else 0
+
+    def _size_if_older(self, when: float) -> int | None:
+        """The log's size if it was last written before ``when``; 0 without a log; None when it is newer."""
+        try:
+            st = self.log.stat()
+        except FileNotFoundError:
+            return 0
+        return st.st_size if st.st_mtime < when else None
 
     def time_for(self, end: int) -> float:
         """When the byte before ``end`` had been written. Calls must come with non-decreasing ``end`` (a forward
@@ -148,13 +142,7 @@ class TimeIndex:
     def seek_offset(self, offset: int) -> None:
         """Place the cursor for a reader starting at ``offset`` (binary search, not a scan)."""
         n = self._count()
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._record(mid)[0] < offset:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect.bisect_left(range(n), offset, key=lambda i: self._record(i)[0])
         self._pos = lo
         self._block, self._block_start = [], lo
 

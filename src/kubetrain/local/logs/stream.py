@@ -29,6 +29,7 @@ from kubetrain.api.views import (
     StepView,
 )
 from kubetrain.local import paths
+from kubetrain.local.images import pulls
 from kubetrain.local.logs.read import LogReader
 from kubetrain.local.store import reaper, status
 from kubetrain.local.store.db import PodRow, Store, TrainJobRow
@@ -49,7 +50,7 @@ FAIR_SHARE = 4
 
 
 # Why a container waits, in the kubelet's words, recorded as ``<reason>: <message>`` in the pod's message.
-WAITING_REASONS = ("CreateContainerConfigError", "ContainerCreating")
+WAITING_REASONS = ("CreateContainerConfigError", "ContainerCreating", pulls.ERR_PULL, pulls.BACKOFF, pulls.NEVER_PULL)
 
 
 def step_view(p: PodRow) -> StepView:

@@ -85,12 +85,13 @@ def _request(kind: int, flags: int, body: bytes, what: str) -> None:
                 offset += max(length, 16) + (-length % 4)
 
 
-def create_bridge(name: str) -> None:
+def create_bridge(name: str, mtu: int) -> None:
     info = _attr(IFLA_LINKINFO | NLA_F_NESTED, _name(IFLA_INFO_KIND, "bridge"))
-    _request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, _ifinfo() + _name(IFLA_IFNAME, name) + info, f"bridge {name}")
+    body = _ifinfo() + _name(IFLA_IFNAME, name) + _u32(IFLA_MTU, mtu) + info
+    _request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"bridge {name}")
 
 
-def create_veth(name: str, peer: str, peer_pid: int, mtu: int = 1500) -> None:
+def create_veth(name: str, peer: str, peer_pid: int, mtu: int) -> None:
     """A veth pair: ``name`` here, ``peer`` in the network namespace of process ``peer_pid``."""
     peer_body = _ifinfo() + _name(IFLA_IFNAME, peer) + _u32(IFLA_NET_NS_PID, peer_pid) + _u32(IFLA_MTU, mtu)
     data = _attr(IFLA_INFO_DATA | NLA_F_NESTED, _attr(VETH_INFO_PEER, peer_body))

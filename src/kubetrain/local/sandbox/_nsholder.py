@@ -32,6 +32,7 @@ import sys
 import threading
 
 import _netlink as nl  # a sibling file: this script runs with -S, outside the package
+from _userns import map_own_ids
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -41,6 +42,13 @@ CAP_NET_ADMIN = 12
 BRIDGE = "kt0"
 GATEWAY, PREFIX, SUBNET = "10.250.0.1", 16, "10.250.0.0/16"
 OUTBOUND = "tap0"
+# The pod network's MTU: loopback's order of size (65536), so pod-to-pod traffic costs about what it costs between
+# processes of one machine (fewer, larger segments through the veths and the bridge), and slirp4netns's largest
+# (its tap0, the way out, gets the same), so nothing leaving the TrainJob needs fragmenting.
+MTU = 65520
+# The bridge's netfilter calls: a bridged packet between two pods would otherwise go through the nat hooks of the
+# outbound rule (and connection tracking) too. Only routed traffic (to tap0) needs them.
+_BRIDGE_NF = ("bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables")
 
 # Loaded once, before any thread exists: a keeper forked while a probe thread resolves a host name (NSS loads
 # libraries, holding the dynamic loader's lock) must never call dlopen itself, or it waits for that lock forever.
@@ -65,23 +73,24 @@ def _setup() -> None:
         _fail(f"unshare({'user+' if rootless else ''}network namespace): {os.strerror(err)}")
     if rootless:
         try:
-            with open("/proc/self/setgroups", "w") as f:
-                f.write("deny")
-            with open("/proc/self/uid_map", "w") as f:
-                f.write(f"{uid} {uid} 1")
-            with open("/proc/self/gid_map", "w") as f:
-                f.write(f"{gid} {gid} 1")
+            map_own_ids(uid, gid)
         except OSError as exc:
             _fail(f"mapping uid {uid} into the new user namespace: {exc.strerror}")
     if rootless:
         _keep_net_admin(libc)
     try:
         nl.set_up("lo")
-        nl.create_bridge(BRIDGE)
+        nl.create_bridge(BRIDGE, MTU)
         nl.add_address(BRIDGE, GATEWAY, PREFIX)
         nl.set_up(BRIDGE)
     except OSError as exc:
         _fail(f"setting up the TrainJob's network (loopback, bridge {BRIDGE}): {exc.strerror or exc}")
+    for name in _BRIDGE_NF:
+        try:
+            with open(f"/proc/sys/net/bridge/{name}", "w") as f:
+                f.write("0")
+        except OSError:
+            pass  # no br_netfilter in this kernel: bridged packets never reach netfilter anyway
     try:
         # Forwarding even without outbound network: a pod's packet to an address outside the TrainJob then gets
         # "network unreachable" at once, instead of vanishing and leaving its connect or DNS query to time out.
@@ -141,7 +150,7 @@ def _pod(req: dict[str, object]) -> dict[str, object]:
             raise OSError("the pod's network namespace could not be made")
         _veths += 1
         host = f"kt{_veths}"
-        nl.create_veth(host, "eth0", pid)
+        nl.create_veth(host, "eth0", pid, MTU)
         nl.set_up(host, master=BRIDGE)
         os.write(go_w, b"v")
         answer = os.read(up_r, 200)

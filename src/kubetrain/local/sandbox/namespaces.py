@@ -19,6 +19,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local.sandbox.programs import which
 
 if TYPE_CHECKING:
+    from kubetrain.local.sandbox.gpus import DeviceView
     from kubetrain.local.sandbox.security_context import Security
 
 
@@ -160,6 +161,28 @@ def _emit_closed(closed: dict[str, set[str]], out: list[str], *, bind: str) -> N
                 out += [bind, p, p]
 
 
+def _dev(devices: DeviceView | None) -> list[str]:
+    """The machine's ``/dev`` as it is, or (``devices``) rebuilt entry by entry without the device nodes a pod must
+    not reach (other pods' GPUs), as a kubelet gives a pod only its own: ``/dev/shm``, ``pts`` and the rest stay
+    the machine's."""
+    if devices is None:
+        return ["--dev-bind", "/dev", "/dev"]
+    out = ["--perms", "0755", "--tmpfs", "/dev"]
+    bound = {dest for _, dest in devices.nodes}
+    try:
+        entries = sorted(os.listdir("/dev"))
+    except OSError:
+        entries = []
+    for e in entries:
+        p = os.path.join("/dev", e)
+        if p in devices.hide or p in bound:
+            continue
+        out += ["--symlink", os.readlink(p), p] if os.path.islink(p) else ["--dev-bind", p, p]
+    for src, dest in devices.nodes:
+        out += ["--dev-bind", src, dest]
+    return out
+
+
 def bwrap_argv(
     *,
     enter: list[str],
@@ -171,10 +194,12 @@ def bwrap_argv(
     resolv_conf: str | None = None,
     security: Security | None = None,
     reach: Iterable[str] = (),
+    devices: DeviceView | None = None,
 ) -> list[str]:
     """The pod's sandbox. With ``security``: its ids and capabilities, a read-only root filesystem for
     ``readOnlyRootFilesystem``, and for a root-mode pod running as another user the directories on the way to
-    ``reach`` (its Python environment, working directory) made enterable (``closed_ancestors``)."""
+    ``reach`` (its Python environment, working directory) made enterable (``closed_ancestors``). ``devices``: the
+    machine's ``/dev`` without the NVIDIA nodes it hides, with the ones it binds."""
     argv = [*enter, "bwrap"]
     files = [Bind(hosts_file, "/etc/hosts", True)]
     if resolv_conf is not None:
@@ -189,7 +214,7 @@ def bwrap_argv(
     _emit_dir("/", shadow, skip, root, bind=bind)
     argv += root
     sys_bind = "--bind" if security is not None and security.privileged else "--ro-bind"
-    argv += ["--proc", "/proc", "--dev-bind", "/dev", "/dev", sys_bind, "/sys", "/sys"]
+    argv += ["--proc", "/proc", *_dev(devices), sys_bind, "/sys", "/sys"]
     closed: dict[str, set[str]] = {}
     if security is not None and not security.rootless and security.uid != 0:
         closed = closed_ancestors(reach, security)
@@ -217,4 +242,41 @@ def bwrap_argv(
         chdir,
         "--",
     ]
+    return argv + command
+
+
+def bwrap_image_argv(
+    *,
+    merged: str,
+    hostname: str,
+    binds: list[Bind],
+    chdir: str,
+    make_chdir: bool,
+    command: list[str],
+    security: Security | None = None,
+    devices: DeviceView | None = None,
+    shared_shm: bool = False,
+) -> list[str]:
+    """The sandbox of a pod running in its image: ``merged`` (the container's overlayfs of the image's layers,
+    mounted by ``_rootfs``) is its root; then the kernel filesystems, a container's minimal ``/dev`` with its own
+    ``/dev/shm``, kubetrain's files (``/etc/hosts``, ``/etc/resolv.conf``, ``/etc/hostname``, the tools) and the
+    volumes on top, as a container runtime mounts them. ``readOnlyRootFilesystem`` makes the root read-only once
+    every mount point exists. ``devices``: the GPU device nodes the pod is given (``gpus.device_view``), bound into
+    that ``/dev``; ``shared_shm``: the machine's ``/dev/shm`` instead of its own, which NCCL's shared-memory
+    transport between the pods of one machine needs (``gpus.nccl_env``)."""
+    sys_bind = "--bind" if security is not None and security.privileged else "--ro-bind"
+    shm = ["--bind", "/dev/shm", "/dev/shm"] if shared_shm else ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    argv = ["bwrap", "--bind", merged, "/", "--proc", "/proc", "--dev", "/dev", *shm, sys_bind, "/sys", "/sys"]
+    for src, dest in devices.nodes if devices is not None else ():
+        argv += ["--dev-bind", src, dest]
+    for b in sorted(binds, key=lambda b: len(Path(b.dest).parts)):
+        argv += ["--ro-bind" if b.read_only else "--bind", b.src, b.dest]
+    if make_chdir:
+        argv += ["--dir", chdir]
+    if security is not None and security.read_only_root:
+        argv += ["--remount-ro", "/"]
+    if security is not None:
+        argv += security.bwrap_options()
+    argv += ["--unshare-pid", "--unshare-uts", "--unshare-ipc", "--hostname", hostname, "--die-with-parent",
+             "--chdir", chdir, "--"]
     return argv + command

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fnmatch
 import os
 import shlex
 import signal
@@ -17,11 +16,15 @@ from typing import Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
+from kubetrain.local.images import choose
+from kubetrain.local.images.rootfs import ImageRoot
 from kubetrain.local.plan import GATEWAY, PodPlan
+from kubetrain.local.sandbox import gpus as gpus_
 from kubetrain.local.sandbox import known_images
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import ObjectIndex, command_line, container_env
 from kubetrain.local.sandbox.namespaces import Bind, bwrap_argv
+from kubetrain.local.sandbox.programs import which
 from kubetrain.local.sandbox.volumes import container_binds
 
 # Variables of the supervisor's own environment that describe *its* distributed context, never a pod's.
@@ -66,33 +69,9 @@ def alive(pid: int | None, start: str | None) -> bool:
 
 
 def image_env_prefix(image: str | None) -> str:
-    """The Python environment standing in for ``image``: ``$KUBETRAIN_HOME/images.yaml`` maps image globs to
-    environment prefixes (``"pytorch/pytorch:*": /opt/venvs/torch``); the default is the current environment."""
-    mapping_file = paths.home() / "images.yaml"
-    if image and mapping_file.exists():
-        import yaml
-
-        mapping = yaml.safe_load(mapping_file.read_text()) or {}
-        if not isinstance(mapping, dict):
-            raise PodError(f"{mapping_file}: expected a mapping of image pattern to environment directory")
-        for pattern, prefix in mapping.items():
-            if fnmatch.fnmatchcase(image, str(pattern)):
-                return str(Path(str(prefix)).expanduser())
-    return sys.prefix
-
-
-def environments(images: list[str | None]) -> str:
-    """Which Python environments stand in for ``images``, said the way the run banner and the LocalImages
-    event say it: ``the Python environment /x`` when they all map to one, else each environment with its images."""
-    by_env: dict[str, list[str]] = {}
-    for image in images:
-        by_env.setdefault(image_env_prefix(image), [])
-        if image and image not in by_env[image_env_prefix(image)]:
-            by_env[image_env_prefix(image)].append(image)
-    if len(by_env) <= 1:
-        return f"the Python environment {next(iter(by_env), sys.prefix)}"
-    parts = [f"{env} ({', '.join(imgs) or 'no image'})" for env, imgs in by_env.items()]
-    return "the Python environments " + "; ".join(parts)
+    """The Python environment standing in for ``image`` when it does not run in the real image
+    (``kubetrain.local.images.choose``: ``$KUBETRAIN_HOME/images.yaml``; the default is the current environment)."""
+    return choose.env_prefix(image)
 
 
 def base_env(image: str | None) -> dict[str, str]:
@@ -234,11 +213,16 @@ class Container:
     security: sc.Security | None = None
     enter: list[str] = field(default_factory=list)  # the prefix entering the pod's network namespace
     binds: list[Bind] = field(default_factory=list)  # kubetrain's own, besides the volumes
+    devices: gpus_.DeviceView | None = None  # its /dev's NVIDIA nodes (None: the machine's /dev as it is)
     proc: subprocess.Popen[bytes] | None = None
     pidfd: int | None = None  # readable when the process exits (the supervisor waits on it)
     ready: bool = False
     next_probe: float = 0.0
     failures: int = 0
+    image: ImageRoot | None = None  # runs in this image (else in the host's filesystem, an environment first)
+    rootfs: Path | None = None  # the container's own overlay directories (upper, work, merged), in its image
+    workdir: str | None = None  # in its image: the working directory (the container's, or the image's)
+    shared_shm: bool = False  # in its image: the machine's /dev/shm (NCCL between pods with GPUs of their own)
 
 
 @dataclass
@@ -263,6 +247,22 @@ def _is_sshd(argv: list[str]) -> bool:
     return bool(argv) and os.path.basename(argv[0]) == "sshd"
 
 
+def container_security(
+    pod: PodPlan, c: dict[str, Any], ctx: PodContext, where: str, image: ImageRoot | None = None
+) -> sc.Security:
+    """The container's merged securityContext (``security_context.resolve``), judged against ``image``'s user when
+    it runs in one."""
+    return sc.resolve(
+        pod.spec,
+        c,
+        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
+        where=where,
+        pod_where=where.rsplit(".", 1)[0],
+        rootless=ctx.rootless,
+        image=image,
+    )
+
+
 def prepare_container(
     pod: PodPlan,
     c: dict[str, Any],
@@ -270,19 +270,13 @@ def prepare_container(
     *,
     restart_attempt: int,
     where: str,
-    gpus: list[int] | None,
+    gpus: gpus_.Grant | None,
     scratch: Path | None = None,
 ) -> Container:
     """``scratch``: the pod's own directory on this machine (per restart attempt), for what a container keeps
-    in its private filesystem on a node but would share through the host's /tmp here (MPI's session files)."""
-    security = sc.resolve(
-        pod.spec,
-        c,
-        pod=sc.pod_ref(pod.name, ctx.namespace, ctx.uid),
-        where=where,
-        pod_where=where.rsplit(".", 1)[0],
-        rootless=ctx.rootless,
-    )
+    in its private filesystem on a node but would share through the host's /tmp here (MPI's session files).
+    A container that runs in its image is prepared by ``in_image.prepare_container``."""
+    security = container_security(pod, c, ctx, where)
     meta = pod.meta(ctx.namespace, ctx.uid, restart_attempt)
     env = container_env(
         c, meta, ctx.index, base=base_env(c.get("image")), pod_ip=pod.address, host_ip=GATEWAY, where=where
@@ -292,8 +286,9 @@ def prepare_container(
     if security.home is not None and not any(e.get("name") == "HOME" for e in c.get("env") or []):
         # Running as another host user (root only): its HOME, as the runtime takes it from the image's passwd.
         env["HOME"] = security.home
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    env.update(gpus_.visible_env(gpus.own if gpus is not None else None))
+    for name, value in gpus_.nccl_env(gpus, image_env_prefix(c.get("image"))).items():
+        env.setdefault(name, value)  # the container's own setting wins
     argv = command_line(known_images.with_entrypoint(c), env)
     extra: list[Bind] = []
     program = argv[0] if argv else ""
@@ -350,7 +345,7 @@ def prepare_container(
     enter = ctx.network(pod.name, pod.address) if ctx.network is not None else []
     return Container(
         name=c.get("name", ""), spec=c, argv=argv, env=env, program=program, security=security, enter=enter,
-        binds=extra,
+        binds=extra, devices=gpus_.device_view(gpus),
     )
 
 
@@ -398,6 +393,10 @@ def _through_volumes(
     return [Bind(p, p, read_only) for p in out]
 
 
+SandboxArgv = Callable[..., tuple[list[str], list[str]]]
+"""(pod, container, ctx, *, volumes, where) -> (the command run inside, the whole argv around it)."""
+
+
 def start_container(
     pod: PodPlan,
     container: Container,
@@ -406,7 +405,17 @@ def start_container(
     volumes: dict[str, Path],
     log: Path,
     where: str,
+    sandbox: SandboxArgv | None = None,
 ) -> None:
+    """Start a container on this machine's files, or in the sandbox ``sandbox`` builds (``in_image.sandbox_argv``
+    for one in its image)."""
+    command, argv = (sandbox or _on_host_argv)(pod, container, ctx, volumes=volumes, where=where)
+    spawn(container, ctx, argv, command, log, where)
+
+
+def _on_host_argv(
+    pod: PodPlan, container: Container, ctx: PodContext, *, volumes: dict[str, Path], where: str
+) -> tuple[list[str], list[str]]:
     binds = container_binds(container.spec, volumes, where) + container.binds
     chdir = container.spec.get("workingDir") or ctx.workdir
     security = container.security
@@ -435,10 +444,19 @@ def start_container(
         command=command,
         security=security,
         reach=_reach(container, ctx, chdir) if other_user else (),
+        devices=container.devices,
     )
+    return command, argv
+
+
+def spawn(container: Container, ctx: PodContext, argv: list[str], command: list[str], log: Path, where: str) -> None:
+    """Start ``argv`` (a sandbox around ``command``) as the container's process, its output into ``log``."""
     # The sandbox options (hundreds of binds) go through an fd so `ps` shows the pod's command, not them.
     start = argv.index("bwrap") + 1
     end = len(argv) - len(command) - 1
+    if argv and not os.path.isabs(argv[0]):
+        # Found on kubetrain's PATH, not on the pod's (an image's PATH need not hold nsenter or bwrap).
+        argv = [which(argv[0]) or argv[0], *argv[1:]]
     fd = os.memfd_create("kubetrain-bwrap-args")
     try:
         os.write(fd, b"".join(os.fsencode(a) + b"\0" for a in argv[start:end]))
@@ -506,7 +524,7 @@ class ExecError(PodError):
         self.code = code
 
 
-def _host_path(path: str, binds: list[Bind]) -> str:
+def host_path(path: str, binds: list[Bind]) -> str:
     """Where a path inside the sandbox lives on the host, through the volume binds (the longest match wins)."""
     best: Bind | None = None
     for b in binds:
@@ -520,10 +538,20 @@ def _host_path(path: str, binds: list[Bind]) -> str:
 
 
 def check_program(
-    program: str, path_env: str, chdir: str, binds: list[Bind], where: str, *, security: sc.Security | None = None
+    program: str,
+    path_env: str,
+    chdir: str,
+    binds: list[Bind],
+    where: str,
+    *,
+    security: sc.Security | None = None,
+    locate: Callable[[str], str | None] | None = None,
+    image: str | None = None,
 ) -> None:
     """Exit codes 127 (not found) and 126 (not executable), like a shell, found before any sandbox is built.
-    ``security``: judge "executable" for that identity (a root-mode pod running as another user)."""
+    ``security``: judge "executable" for that identity (a root-mode pod running as another user). ``locate``: where
+    a path inside the pod is on this machine (through the volumes, else in the image); None: not there. ``image``:
+    the image the pod runs in, named in the message."""
     if "/" in program:
         candidates = [program if os.path.isabs(program) else os.path.normpath(os.path.join(chdir, program))]
     else:
@@ -532,8 +560,8 @@ def check_program(
         ]  # an empty or relative PATH entry is relative to the working directory, as for execvp
     not_executable: str | None = None
     for cand in candidates:
-        host = _host_path(cand, binds)
-        if os.path.isfile(host):
+        host = locate(cand) if locate is not None else host_path(cand, binds)
+        if host is not None and os.path.isfile(host):
             if security.may(os.stat(host), os.X_OK) if security is not None else os.access(host, os.X_OK):
                 return
             not_executable = not_executable or cand
@@ -547,10 +575,10 @@ def check_program(
         msg = f'exec: "{program}": no such file or directory (looked for {candidates[0]})'
     else:
         first = path_env.split(":")[0]
-        msg = (
-            f'exec: "{program}": executable file not found in $PATH (the pod\'s PATH starts with {first}; '
-            "install it in that environment or give its full path)"
-        )
+        fix = f"the image {image} does not have it in any of {path_env}" if image else (
+            f"the pod's PATH starts with {first}; install it in that environment")
+        msg = f'exec: "{program}": executable file not found in $PATH ({fix}; or give its full path)'
+
     raise ExecError(f"{where}.command: {msg}", 127)
 
 

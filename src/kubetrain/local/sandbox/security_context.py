@@ -24,10 +24,13 @@ import functools
 import os
 import pwd
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.errors import KubetrainError
 from kubetrain.local.sandbox.programs import which
+
+if TYPE_CHECKING:
+    from kubetrain.local.images.rootfs import ImageRoot
 
 # Linux capabilities by number (capability.h); /proc/<pid>/status shows them as bit masks.
 ALL_CAPS: tuple[str, ...] = (
@@ -95,7 +98,10 @@ class Security:
     unmapped_groups: tuple[int, ...] = ()
     """Requested ``fsGroup``/``supplementalGroups`` an ordinary user's pod cannot be given (one gid is mapped)."""
     home: str | None = None
-    """``HOME`` for a process that runs as another host user than kubetrain (root only), from its passwd entry."""
+    """``HOME`` for a process that runs as another host user than kubetrain (root only), from its passwd entry; in
+    an image, from the image's passwd (``/`` without an entry), as container runtimes set it."""
+    setpriv: tuple[str, ...] = ()
+    """How to start ``setpriv`` inside the pod when it is not the host's own path (a pod in an image: ``tools``)."""
 
     def bwrap_options(self) -> list[str]:
         """Options for the pod's bubblewrap. Without root the ids are mapped in bubblewrap's user namespace and
@@ -117,7 +123,10 @@ class Security:
             out += ["--reuid", str(self.uid), "--regid", str(self.gid)]
             out += ["--groups", ",".join(map(str, self.groups))] if self.groups else ["--clear-groups"]
         # Ambient and inheritable capabilities would survive the exec; a container's never do.
-        out[0] = which("setpriv") or "setpriv"  # the same path inside: the host's /usr is the pod's
+        if self.setpriv:
+            out[:1] = list(self.setpriv)
+        else:
+            out[0] = which("setpriv") or "setpriv"  # the same path inside: the host's /usr is the pod's
         return [*out, "--inh-caps", "-all", "--ambient-caps", "-all", "--"]
 
     def may(self, st: os.stat_result, want: int) -> bool:
@@ -208,12 +217,15 @@ def resolve(
     pod_where: str,
     rootless: bool | None = None,
     available: frozenset[str] | None = None,
+    image: ImageRoot | None = None,
 ) -> Security:
     """The effective security of ``container`` in a pod with ``pod_spec``. ``pod`` names the pod in the kubelet's
     messages (``pod_ref``); ``where``/``pod_where`` are the field paths of the container and of the pod spec.
 
     Raises ``ContainerConfigError`` where the kubelet would not create the container (runAsNonRoot) and
     ``SecurityContextError`` for what cannot be done here (privileged without root, a capability this user lacks).
+    ``image``: the container runs in that image, whose ``User``, passwd and groups give the defaults (as a
+    container runtime takes them); otherwise this machine's user database stands in for the image.
     """
     rootless = os.geteuid() != 0 if rootless is None else rootless
     psc = pod_spec.get("securityContext") or {}
@@ -233,23 +245,39 @@ def resolve(
     non_root, _ = pick("runAsNonRoot")
     name = container.get("name", "")
 
-    # Locally there is no image: its user is the one kubetrain runs pods as by default (root as root, else you).
-    default_uid = os.getuid() if rootless else 0
+    image_user = None
+    if image is not None:
+        from kubetrain.local.images.rootfs import ImageConfigError
+
+        try:
+            image_user = image.user()
+        except ImageConfigError as exc:
+            raise ContainerConfigError(f"{exc} (pod: \"{pod}\", container: {name})") from None
+    # Without an image, its user is the one kubetrain runs pods as by default (root as root, else you).
+    default_uid = image_user.uid if image_user is not None else os.getuid() if rootless else 0
     uid = default_uid if run_as_user is None else run_as_user
     if non_root:
         if run_as_user == 0:
             raise ContainerConfigError(
                 f'container\'s runAsUser breaks non-root policy (pod: "{pod}", container: {name})'
             )
+        if run_as_user is None and image_user is not None and not image_user.numeric:
+            raise ContainerConfigError(
+                f"container has runAsNonRoot and image has non-numeric user ({image_user.name}), cannot verify "
+                f'user is non-root (pod: "{pod}", container: {name})'
+            )
         if run_as_user is None and uid == 0:
             raise ContainerConfigError(
                 f'container has runAsNonRoot and image will run as root (pod: "{pod}", container: {name})'
             )
-    user = _passwd(uid)
+    user = _passwd(uid) if image is None else None
     if run_as_group is not None:
         gid = run_as_group
     elif run_as_user is None:
-        gid = os.getgid() if rootless else 0
+        gid = image_user.gid if image_user is not None else os.getgid() if rootless else 0
+    elif image is not None:
+        row = image.passwd_entry(uid=uid)
+        gid = int(row[3]) if row and row[3].isdigit() else 0
     else:
         gid = user.pw_gid if user is not None else 0
 
@@ -259,7 +287,8 @@ def resolve(
     wanted = [g for g in [fs_group, *requested] if g is not None]
     strict = psc.get("supplementalGroupsPolicy") == "Strict"
     groups: list[int] = []
-    for g in ([] if strict else _image_groups(user)) + wanted:
+    own = image.groups_of(image.name_of(uid), gid) if image is not None else _image_groups(user)
+    for g in ([] if strict else own) + wanted:
         if g not in groups:
             groups.append(g)
     unmapped: tuple[int, ...] = ()
@@ -286,7 +315,9 @@ def resolve(
         caps = caps & have
 
     home = None
-    if not rootless and uid != 0:
+    if image is not None:
+        home = image.home_of(uid)
+    elif not rootless and uid != 0:
         home = user.pw_dir if user is not None else "/"
     return Security(
         uid=uid,

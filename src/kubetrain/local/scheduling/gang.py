@@ -13,15 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubetrain.local.plan import Plan
-from kubetrain.local.scheduling.resources import Capacity, add, fmt
+from kubetrain.local.scheduling.resources import GPU, SHARED, Capacity, add, fmt, shareable
 
 OVERCOMMIT_ENV = "KUBETRAIN_OVERCOMMIT"
 """Set (to 1) by ``kubetrain run/apply --overcommit`` for the TrainJobs it submits; their supervisors inherit it."""
-SHARED = ("cpu", "memory", "ephemeral-storage")
-"""What an over-committed gang may ask beyond this machine's size: shared by time and pages, as on an overloaded
-node. GPUs and extended resources are devices, handed to one pod each, and never over-committed."""
-
-
 @dataclass
 class Stage:
     index: int
@@ -72,21 +67,19 @@ def stages(plan: Plan, requests: dict[str, dict[str, float]], *, one_gang: bool 
 
 def shortfalls(stage: Stage, capacity: Capacity, *, overcommit: bool = False) -> list[str]:
     """The resources ``stage`` needs beyond this machine even when idle: ``cpu``, ``memory``..."""
-    return [
-        r
-        for r, want in sorted(stage.total.items())
-        if want > capacity.get(r) + 1e-9 and not (overcommit and r in SHARED)
-    ]
+    over = [r for r, want in sorted(stage.total.items()) if want > capacity.get(r) + 1e-9]
+    return [r for r in over if not shareable(r, capacity, overcommit)]
 
 
 def never_fits_message(trainjob: str, stage: Stage, capacity: Capacity, missing: list[str]) -> str:
     """What ``Unschedulable`` says, with the totals and the ways out."""
     needs = "; ".join(f"{stage.describe(r)}, this machine has {fmt(r, capacity.get(r))} {r}" for r in missing)
     ways = ["lower spec.trainer.resourcesPerNode (or numNodes)"]
-    if all(r in SHARED for r in missing):
+    if all(shareable(r, capacity, True) for r in missing):
+        what = "GPUs, cpu and memory" if GPU in missing else "cpu and memory"
         ways.append(
             "run it over-committed with `kubetrain run --overcommit` (or `apply --overcommit`): its pods then "
-            "share this machine's cpu and memory beyond its size, as on an overloaded node"
+            f"share this machine's {what} beyond its size, as on an overloaded node"
         )
     else:
         ways.append("run it on a cluster that has them (`--context`); devices are never over-committed")
@@ -98,5 +91,5 @@ def never_fits_message(trainjob: str, stage: Stage, capacity: Capacity, missing:
 
 def overcommitted(stage: Stage, capacity: Capacity) -> list[str]:
     """What an over-committed ``stage`` asks beyond this machine (said once, as an event)."""
-    over = [r for r in SHARED if stage.total.get(r, 0.0) > capacity.get(r) + 1e-9]
+    over = [r for r in (*SHARED, GPU) if stage.total.get(r, 0.0) > capacity.get(r) + 1e-9]
     return [f"{stage.describe(r)} on {fmt(r, capacity.get(r))} {r}" for r in over]

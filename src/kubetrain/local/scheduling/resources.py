@@ -5,14 +5,13 @@ The local scheduler (``kubetrain.local.scheduling.scheduler``) accounts these ac
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.errors import KubetrainError
+from kubetrain.local.sandbox import gpus
 
 GPU = "nvidia.com/gpu"
 _SUFFIX = {
@@ -48,24 +47,9 @@ def parse_quantity(value: int | float | str, where: str = "quantity") -> float:
     return float(m.group(1)) * _SUFFIX.get(m.group(2), 1)
 
 
-@functools.cache
-def _detected_gpus() -> int:
-    from kubetrain.local.sandbox.programs import which
-
-    if which("nvidia-smi") is None:
-        return 0
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in r.stdout.splitlines() if line.startswith("GPU "))
-
-
 def gpu_count() -> int:
-    if os.environ.get("KUBETRAIN_GPUS") is not None:
-        # Lets tests and CI pretend a GPU count without hardware.
-        return int(os.environ["KUBETRAIN_GPUS"])
-    return _detected_gpus()
+    """This machine's GPUs (``nvidia-smi``; ``KUBETRAIN_GPUS`` pretends a count without hardware)."""
+    return len(gpus.machine_gpus())
 
 
 def _memory_bytes() -> float:
@@ -145,12 +129,25 @@ def add(total: dict[str, float], more: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def never_fits(required: dict[str, float], capacity: Capacity) -> list[str]:
-    """Shortfalls even on an idle machine, e.g. ``nvidia.com/gpu: requested 1, this machine has 0``."""
+SHARED = ("cpu", "memory", "ephemeral-storage")
+"""What an over-committed gang may ask beyond this machine's size: shared by time and pages, as on an overloaded
+node. GPUs too, among the over-committed TrainJob's own pods (``shareable``); other extended resources never."""
+
+
+def shareable(resource: str, capacity: Capacity, overcommit: bool) -> bool:
+    """May an over-committed TrainJob ask ``resource`` beyond this machine's size? cpu, memory and ephemeral storage;
+    and GPUs when there is at least one: its pods then share the machine's GPUs among themselves (time-sliced, as
+    NVIDIA's device plugin shares a GPU between pods when told to), never one another TrainJob holds."""
+    return overcommit and (resource in SHARED or (resource == GPU and capacity.get(GPU) >= 1))
+
+
+def never_fits(required: dict[str, float], capacity: Capacity, overcommit: bool = False) -> list[str]:
+    """Shortfalls even on an idle machine, e.g. ``nvidia.com/gpu: requested 1, this machine has 0``; with
+    ``overcommit``, not what may be shared beyond the machine's size (``shareable``)."""
     out = []
     for res, want in sorted(required.items()):
         have = capacity.get(res)
-        if want > have + 1e-9:
+        if want > have + 1e-9 and not shareable(res, capacity, overcommit):
             hint = ""
             if res not in capacity.resources:
                 hint = " (extended resources exist locally only when declared under `capacity:` in config.yaml)"

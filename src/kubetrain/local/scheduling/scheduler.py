@@ -5,8 +5,9 @@ decision is made inside one ``BEGIN IMMEDIATE`` transaction of the shared store,
 both admit into the same free resources. Requests wait in one FIFO queue: walking it in order, every earlier
 request that is still waiting keeps what it asks for reserved, so a later request is admitted only with what is
 left (a small job never overtakes a big one for the resource the big one waits for, but a job that needs none of
-it still starts). GPUs are handed out as device indices, each to exactly one pod. Books of supervisors that died
-are dropped on the next decision.
+it still starts). GPUs are handed out as device indices, each to exactly one pod, except among the pods of one
+over-committed TrainJob (``--overcommit``), which share the GPUs it holds when it asks for more than the machine has;
+a GPU another TrainJob holds is never shared. Books of supervisors that died are dropped on the next decision.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetrain.local.sandbox import pods as pods_
-from kubetrain.local.scheduling.gang import SHARED
-from kubetrain.local.scheduling.resources import GPU, Capacity, add, fmt
+from kubetrain.local.scheduling.resources import GPU, SHARED, Capacity, add, fmt
 from kubetrain.local.store.db import Store, _Tx
 
 _EPS = 1e-9
+INSUFFICIENT = "Insufficient "
+"""How the reason of a request that does not fit now begins (``Insufficient cpu``), as kube-scheduler says it."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class Scheduler:
     def admit(self, key: str, requests: dict[str, dict[str, float]], *, overcommit: bool = False) -> Decision:
         """Admit the pods of ``requests`` (pod -> resource -> amount) together, or queue them under ``key``.
         Idempotent: asking again for pods that were admitted returns their devices. ``overcommit``: cpu, memory
-        and ephemeral storage never hold them back (``gang.SHARED``); what they take is still booked."""
+        and ephemeral storage never hold them back (``resources.SHARED``); what they take is still booked. GPUs asked
+        beyond this machine's count wait for all of them to be free, then are shared among these pods."""
         o = self.owner
         with self.store.transaction() as c:
             _drop_dead(c)
@@ -80,6 +83,8 @@ class Scheduler:
                 for r in res:
                     holders.setdefault(r, set()).add(f"{ns}/{tj}")
                 taken.update(json.loads(dev_json))
+            if self.capacity.gpus:
+                used[GPU] = float(len(taken))  # devices, not requests: an over-committed gang shares its GPUs
             free = {r: self.capacity.get(r) - used.get(r, 0.0) for r in set(self.capacity.resources) | set(used)}
             queue = c.execute(
                 "SELECT seq, namespace, trainjob, uid, request, requests FROM sched_queue ORDER BY seq"
@@ -89,13 +94,15 @@ class Scheduler:
                 for per_pod in json.loads(req_json).values():
                     want = add(want, per_pod)
                 mine = (ns, tj, uid, req_key) == (o.namespace, o.name, o.uid, key)
+                if mine and overcommit and want.get(GPU, 0.0) > self.capacity.gpus >= 1:
+                    want[GPU] = float(self.capacity.gpus)  # every GPU, shared among its pods
                 short = [
                     r
                     for r, v in sorted(want.items())
                     if v > free.get(r, 0.0) + _EPS and not (mine and overcommit and r in SHARED)
                 ]
                 if mine and not short:
-                    devices = self._allocate(c, requests, taken)
+                    devices = self._allocate(c, requests, taken, int(want.get(GPU, 0.0)))
                     c.execute("DELETE FROM sched_queue WHERE seq=?", (seq,))
                     return Decision(True, devices)
                 if mine:
@@ -104,7 +111,7 @@ class Scheduler:
                     reserved = idle - free.get(r, 0.0)
                     who = sorted(holders.get(r, set()))
                     parts = [
-                        f"Insufficient {r}: needs {fmt(r, want[r])}, {fmt(r, max(idle, 0.0))} of "
+                        f"{INSUFFICIENT}{r}: needs {fmt(r, want[r])}, {fmt(r, max(idle, 0.0))} of "
                         f"{fmt(r, self.capacity.get(r))} free"
                     ]
                     if who:
@@ -112,18 +119,24 @@ class Scheduler:
                     if reserved > _EPS:
                         parts.append(f"TrainJobs queued earlier wait for {fmt(r, reserved)}")
                     parts.append(f"position {position} in the local queue")
-                    return Decision(False, reason=f"Insufficient {r}", message="; ".join(parts))
+                    return Decision(False, reason=f"{INSUFFICIENT}{r}", message="; ".join(parts))
                 for r, v in want.items():
                     free[r] = free.get(r, 0.0) - v  # reserved for this earlier request, whether it fits or not
             raise AssertionError("own scheduling request vanished inside its transaction")
 
-    def _allocate(self, c: _Tx, requests: dict[str, dict[str, float]], taken: set[int]) -> dict[str, list[int]]:
+    def _allocate(
+        self, c: _Tx, requests: dict[str, dict[str, float]], taken: set[int], count: int
+    ) -> dict[str, list[int]]:
+        """Book the pods with ``count`` free GPUs among them: one each, or (over-committed, fewer GPUs than asked)
+        handed round, so pods share them and none holds the same GPU twice."""
         o = self.owner
-        free_devices = [i for i in range(self.capacity.gpus) if i not in taken]
+        pool = [i for i in range(self.capacity.gpus) if i not in taken][:count]
         devices: dict[str, list[int]] = {}
+        at = 0
         for pod, res in requests.items():
-            n = round(res.get(GPU, 0.0))
-            devices[pod], free_devices = free_devices[:n], free_devices[n:]
+            n = min(round(res.get(GPU, 0.0)), len(pool))
+            devices[pod] = sorted(pool[(at + k) % len(pool)] for k in range(n)) if n else []
+            at += n
             c.execute(
                 "INSERT OR REPLACE INTO sched_allocations (namespace, trainjob, uid, pod, resources, devices)"
                 " VALUES (?,?,?,?,?,?)",

@@ -33,35 +33,29 @@ def check(objects: list[dict[str, Any]]) -> None:
     """Raise ``SecurityContextError`` listing every refused volume and container of the compiled JobSet."""
     problems: list[str] = []
     allowed: list[str] | None = None
-    for o in objects:
-        if o.get("kind") != "JobSet":
-            continue
-        name = (o.get("metadata") or {}).get("name", "")
-        for rj in (o.get("spec") or {}).get("replicatedJobs") or []:
-            pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            base = f"JobSet {name} spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec"
-            for i, vol in enumerate(pod.get("volumes") or []):
-                if "hostPath" not in vol:
-                    continue
-                if allowed is None:
-                    allowed = config.load().security.allowed_host_paths
-                try:
-                    check_host_path(
-                        str((vol["hostPath"] or {}).get("path", "")),
-                        allowed,
-                        f"{base}.volumes[{i}]",
-                        str(vol.get("name", "")),
-                        str(paths.config_file()),
-                    )
-                except VolumeError as exc:
-                    problems.append(str(exc))
-            for kind in ("initContainers", "containers"):
-                for c in pod.get(kind) or []:
-                    if (c.get("securityContext") or {}).get("privileged"):
-                        where = f"{base}.{kind}[{c.get('name')}].securityContext.privileged"
-                        refusal = privileged_refusal(where)
-                        if refusal is not None:
-                            problems.append(refusal)
+    for name, rj, pod in _replicated_job_pods(objects):
+        base = f"JobSet {name} spec.replicatedJobs[{rj.get('name')}].template.spec.template.spec"
+        for i, vol in enumerate(pod.get("volumes") or []):
+            if "hostPath" not in vol:
+                continue
+            if allowed is None:
+                allowed = config.load().security.allowed_host_paths
+            try:
+                check_host_path(
+                    str((vol["hostPath"] or {}).get("path", "")),
+                    allowed,
+                    f"{base}.volumes[{i}]",
+                    str(vol.get("name", "")),
+                    str(paths.config_file()),
+                )
+            except VolumeError as exc:
+                problems.append(str(exc))
+        for kind in ("initContainers", "containers"):
+            for c in pod.get(kind) or []:
+                if (c.get("securityContext") or {}).get("privileged"):
+                    refusal = privileged_refusal(f"{base}.{kind}[{c.get('name')}].securityContext.privileged")
+                    if refusal is not None:
+                        problems.append(refusal)
     if problems:
         raise sc.SecurityContextError("; ".join(dict.fromkeys(problems)))
     check_local_support(objects)
@@ -163,8 +157,10 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
     import shutil
 
     from kubetrain.api.errors import KubetrainError
+    from kubetrain.local.images import choose
     from kubetrain.local.sandbox import known_images, pods
     from kubetrain.local.scheduling import resources
+    from kubetrain.local.scheduling.gang import OVERCOMMIT_ENV
 
     capacity: resources.Capacity | None = None
     problems: list[str] = []
@@ -181,7 +177,7 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
             continue  # a malformed quantity is the scheduler's to report, with its field
         if requests:
             capacity = capacity or resources.Capacity.of_machine(config.load().capacity, str(paths.home()))
-            short = resources.never_fits(requests, capacity)
+            short = resources.never_fits(requests, capacity, os.environ.get(OVERCOMMIT_ENV) == "1")
             if short:
                 problems.append(f"{behind} asks for {'; '.join(short)}")
         for c in pod.get("containers") or []:
@@ -189,6 +185,8 @@ def check_waiting_pods(objects: list[dict[str, Any]]) -> None:
             if not program or "/" in program or "$(" in program or any(e.get("name") == "PATH" for e in
                                                                          c.get("env") or []):
                 continue
+            if choose.choose(c.get("image")).in_image:
+                continue  # runs in its image: what it holds is checked when the pod starts, as on a node
             prefix = pods.image_env_prefix(c.get("image"))
             if shutil.which(program, path=f"{prefix}/bin:{os.environ.get('PATH', '')}") is None:
                 problems.append(

@@ -24,6 +24,7 @@ from kubetrain.local import paths
 from kubetrain.local.logs.index import LogClock
 from kubetrain.local.sandbox import namespaces
 from kubetrain.local.sandbox.netns import SLIRP_DNS, NetworkNamespace, outbound_available, start_outbound
+from kubetrain.local.scheduling.resources import GPU
 from kubetrain.local.store import status
 from kubetrain.local.store.db import Store, StoreError
 from kubetrain.local.supervisor.autoscaling import Autoscaling
@@ -89,10 +90,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
             self.event(
                 "Normal",
                 "LocalImages",
-                (
-                    f"images are not pulled locally; pods run in {self.environments()} "
-                    f"(map images to environments in {paths.home() / 'images.yaml'})"
-                ),
+                f"{self.environments()} (the rule, and images.yaml at {paths.home() / 'images.yaml'}: docs/local.md)",
             )
             clock = LogClock(self.dir / "logs")  # when log lines were written: --timestamps, --since
             try:
@@ -130,6 +128,7 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
                 self._outbound.stop()
             if self.netns is not None:
                 self.netns.close()
+            self.release_images()
             self._best_effort(self.scheduler.release_all)
             self._best_effort(lambda: self.store.set_supervisor(self.namespace, self.name, None, None))
             log.info(
@@ -236,15 +235,26 @@ class Supervisor(ReadinessGate, FailurePolicy, Rescaler, Autoscaling):
         return None
 
     def _preflight(self) -> None:
-        if self.capacity.gpus == 0:
-            for p in self.plan.pods():
-                for c in p.spec.get("containers") or []:
-                    for e in c.get("env") or []:
-                        if e.get("name") == C.PET_NPROC_PER_NODE and e.get("value") == "gpu":
-                            raise KubetrainError(
-                                "spec.trainer.numProcPerNode: 'gpu' needs GPUs, and this machine has none "
-                                "(nvidia-smi finds no GPU); use 'cpu', 'auto' or a number of processes"
-                            )
+        """``numProcPerNode: gpu`` resolves inside each pod, from the GPUs it was given (torchrun counts what CUDA
+        sees there), not from this machine's: a pod that asks for none sees none, as on a cluster."""
+        for p in self.plan.pods():
+            if not any(
+                e.get("name") == C.PET_NPROC_PER_NODE and e.get("value") == "gpu"
+                for c in p.spec.get("containers") or []
+                for e in c.get("env") or []
+            ):
+                continue
+            if self.capacity.gpus == 0:
+                raise KubetrainError(
+                    "spec.trainer.numProcPerNode: 'gpu' needs GPUs, and this machine has none "
+                    "(nvidia-smi finds no GPU); use 'cpu', 'auto' or a number of processes"
+                )
+            if not self.requests.get(p.short, {}).get(GPU):
+                raise KubetrainError(
+                    f"spec.trainer.numProcPerNode: 'gpu' starts one process per GPU of each node, and pod "
+                    f"{p.short} asks for no nvidia.com/gpu, so it would see none (as on a cluster). Fix: set "
+                    "spec.trainer.resourcesPerNode.limits: {nvidia.com/gpu: N}, or use 'cpu', 'auto' or a number"
+                )
 
     def _tick(self) -> None:
         if self._terminate:

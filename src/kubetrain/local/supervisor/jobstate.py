@@ -20,6 +20,10 @@ from kubetrain.api import elastic
 from kubetrain.api.errors import KubetrainError
 from kubetrain.api.logtext import default_container
 from kubetrain.local import config, paths
+from kubetrain.local.images import choose
+from kubetrain.local.images.pulls import Puller, Waiting, policy_of
+from kubetrain.local.images.rootfs import ImageRoot
+from kubetrain.local.images.store import ImageStore
 from kubetrain.local.plan import JobPlan, Plan, PodPlan, build_plan, elastic_policy, find_jobset
 from kubetrain.local.sandbox import pods
 from kubetrain.local.sandbox.env import ObjectIndex
@@ -127,6 +131,11 @@ class JobState:
             mpi=False,
             rsh_port=2222,
         )
+        self.image_store = ImageStore()
+        self.puller = Puller(self.image_store, self._image_event)
+        self._choices: dict[str | None, choose.Choice] = {}
+        self.image_roots: dict[tuple[str, str], ImageRoot] = {}  # (pod, container) -> the image it runs in
+        self._held: dict[str, int] = {}  # image id -> a shared lock that keeps `images prune` off it
         self._load_objects(row.objects)
         self._latest_objects = row.objects  # as last read from the store (they change only while suspended)
         self._reset_jobs()
@@ -286,14 +295,44 @@ class JobState:
         """The ``/etc/hosts`` every pod sees (bound into each sandbox: rewriting it in place reaches running pods)."""
         (self.dir / "hosts").write_text(self.plan.hosts_file())
 
+    def image_choices(self) -> list[choose.Choice]:
+        """What each image of the TrainJob's containers stands for here (``images.choose``), decided once."""
+        for p in self.plan.pods():
+            for c in [*(p.spec.get("initContainers") or []), *(p.spec.get("containers") or [])]:
+                image = c.get("image")
+                if image not in self._choices:
+                    self._choices[image] = choose.choose(image, self.image_store, mpi=self.ctx.mpi)
+        return list(self._choices.values())
+
     def environments(self) -> str:
-        """The Python environments this TrainJob's containers run in, one per image mapping (``pods.environments``)."""
-        images = [
-            c.get("image")
-            for p in self.plan.pods()
-            for c in [*(p.spec.get("initContainers") or []), *(p.spec.get("containers") or [])]
-        ]
-        return pods.environments(images)
+        """What the pods run in, per image: the run banner's and the LocalImages event's words."""
+        return choose.summary(self.image_choices())
+
+    def pod_images(self, pod: PodRun) -> Waiting | None:
+        """Find (or start making present) the image of each container of ``pod`` that runs in its image, into
+        ``image_roots``; None when all are there, else why the pod waits."""
+        self.image_choices()
+        for c in [*(pod.plan.spec.get("initContainers") or []), *(pod.plan.spec.get("containers") or [])]:
+            key = (pod.plan.name, c.get("name", ""))
+            choice = self._choices[c.get("image")]
+            if not choice.in_image:
+                self.image_roots.pop(key, None)
+                continue
+            got = self.puller.get(str(choice.image), policy_of(c), in_podman=choice.in_podman)
+            if isinstance(got, Waiting):
+                return got
+            if got.id not in self._held:
+                self._held[got.id] = self.image_store.hold(got)
+            self.image_roots[key] = ImageRoot(got)
+        return None
+
+    def _image_event(self, type_: str, reason: str, message: str) -> None:
+        self.event(type_, reason, message)
+
+    def release_images(self) -> None:
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
 
     def log_path(self, pod: PodPlan, container: str | None = None) -> Path:
         """The log of the pod's default container (``kubetrain logs`` without ``-c``, progress from logs), or of

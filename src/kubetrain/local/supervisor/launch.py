@@ -4,21 +4,24 @@ directories, init containers, and the kubelet's graceful stop."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 from kubetrain.local import paths
-from kubetrain.local.sandbox import pods, terminate
+from kubetrain.local.sandbox import gpus, in_image, pods, terminate
 from kubetrain.local.sandbox import security_context as sc
 from kubetrain.local.sandbox.env import MOUNT_WAIT, MissingReference
 from kubetrain.local.sandbox.volumes import claim_template_names, pod_volumes
 from kubetrain.local.scheduling import gang
 from kubetrain.local.scheduling.resources import never_fits
-from kubetrain.local.scheduling.scheduler import Decision
+from kubetrain.local.scheduling.scheduler import INSUFFICIENT, Decision
 from kubetrain.local.store import status
 from kubetrain.local.store.db import StoreError
 from kubetrain.local.supervisor.jobstate import JobRun, JobState, PodRun
 
 ADMISSION_RETRY = 0.5  # seconds between attempts of a queued pod or gang
 REFERENCE_RETRY = 1.0  # seconds between attempts of a pod waiting for a ConfigMap or Secret
+IMAGE_RETRY = 0.5  # seconds between looks at a pod's images while they are pulled (back-off is the puller's)
 COND_QUEUED = status.COND_QUEUED
 
 
@@ -35,6 +38,9 @@ class PodLauncher(JobState):
         if self._queued != (reason, message):
             if self._queued is None or self._queued[0] != reason:
                 self.event("Normal", "Queued", message)
+                if reason.startswith(INSUFFICIENT):
+                    # What kube-scheduler records on a pod it cannot place, with the local books' details.
+                    self.event("Warning", "FailedScheduling", f"0/1 nodes are available: 1 {reason}. ({message})")
             self._queued = (reason, message)
         if not any(p.state == "Running" for j in self.jobs for p in j.pods):
             status.set_condition(self.status, COND_QUEUED, "True", reason, message)
@@ -117,7 +123,7 @@ class PodLauncher(JobState):
             pod.admitted = True  # requests nothing: nothing to account (it never sees a GPU)
             pod.gpus = [] if self.capacity.gpus else None
             return True
-        missing = never_fits(req, self.capacity)
+        missing = never_fits(req, self.capacity, self.overcommit)
         if missing:
             self._unschedulable(f"pod {pod.plan.short}", missing)
             return False
@@ -181,6 +187,8 @@ class PodLauncher(JobState):
         except MissingReference as exc:
             self._wait_for_reference(pod, exc)
             return
+        if not self._images_ready(pod):
+            return
         pod.init_left = list(spec.get("initContainers") or [])
         pod.state, pod.ready, pod.exit_code, pod.restart_at = "Running", False, None, None
         pod.message = None
@@ -207,6 +215,22 @@ class PodLauncher(JobState):
         pod.init_left, pod.in_init = [], False
         pod.restart_at = time.monotonic() + REFERENCE_RETRY
         self._dirty.add(pod.plan.name)
+
+    def _images_ready(self, pod: PodRun) -> bool:
+        """Every container of the pod has its root filesystem (``pod_images``), or the pod waits as a kubelet's
+        waits for its images: Pending, with the waiting reason (``ContainerCreating`` while pulling,
+        ``ErrImagePull``, ``ImagePullBackOff``, ``ErrImageNeverPull``) and message, tried again shortly."""
+        waiting = self.pod_images(pod)
+        if waiting is None:
+            return True
+        message = f"{waiting.reason}: {waiting.message}"
+        if pod.message != message:
+            pod.message = message
+            self._dirty.add(pod.plan.name)
+        pod.state, pod.ready = "Pending", False
+        pod.init_left, pod.in_init = [], False
+        pod.restart_at = time.monotonic() + IMAGE_RETRY
+        return False
 
     def _exec_failed(self, job: JobRun, pod: PodRun, exc: pods.ExecError) -> None:
         # Retrying cannot help (the same command in the same environment), so the Job fails now instead of
@@ -248,14 +272,10 @@ class PodLauncher(JobState):
         # The status endpoint's token: one per pod (the URL and CA are the same for all, in ctx.extra_env).
         status_env = self.status_server.pod_env(pod.plan.short) if self.status_server is not None else {}
         wheres = [f"{base}.{kind}[{c.get('name', i)}]" for i, c in enumerate(specs)]
+        grant = self._grant(pod)
         try:
             # Every container of the stage is checked before any starts, as its configuration cannot change.
-            prepared = [
-                pods.prepare_container(
-                    pod.plan, c, self.ctx, restart_attempt=self.restarts, where=w, gpus=pod.gpus, scratch=pod_dir
-                )
-                for c, w in zip(specs, wheres, strict=True)
-            ]
+            prepared = [self._prepare(pod, c, w, pod_dir, grant) for c, w in zip(specs, wheres, strict=True)]
         except sc.ContainerConfigError as exc:
             self._config_error(pod, exc)
             raise pods.PodError(f"pod {pod.plan.short}: {exc.reason}: {exc}") from None
@@ -267,9 +287,32 @@ class PodLauncher(JobState):
             cont.env.update(status_env)
             pod.containers.append(cont)
             pods.start_container(
-                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where
+                pod.plan, cont, self.ctx, volumes=volumes, log=self.log_path(pod.plan, cont.name), where=where,
+                sandbox=in_image.sandbox_argv if cont.image is not None else None,
             )
         return True
+
+    def _grant(self, pod: PodRun) -> gpus.Grant | None:
+        """The pod's GPUs, beside those of the TrainJob's other admitted pods (None: this machine has none)."""
+        if pod.gpus is None:
+            return None
+        own = set(pod.gpus)
+        others = {i for j in self.jobs for p in j.pods if p is not pod and p.gpus for i in p.gpus}
+        return gpus.Grant(tuple(pod.gpus), tuple(sorted(others - own)), bool(others & own))
+
+    def _prepare(
+        self, pod: PodRun, c: dict[str, Any], where: str, pod_dir: Path, grant: gpus.Grant | None
+    ) -> pods.Container:
+        """The container set up on this machine's files, or in its image when it runs in one (``pod_images``)."""
+        image = self.image_roots.get((pod.plan.name, c.get("name", "")))
+        if image is not None:
+            return in_image.prepare_container(
+                pod.plan, c, self.ctx, image, restart_attempt=self.restarts, where=where, gpus=grant,
+                scratch=pod_dir,
+            )
+        return pods.prepare_container(
+            pod.plan, c, self.ctx, restart_attempt=self.restarts, where=where, gpus=grant, scratch=pod_dir
+        )
 
     def _config_error(self, pod: PodRun, exc: sc.ContainerConfigError) -> None:
         # The kubelet leaves such a container waiting; locally nothing could change its configuration, so the
