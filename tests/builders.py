@@ -143,3 +143,42 @@ def env(cont: Obj) -> dict[str, Any]:
 
 def env_names(cont: Obj) -> list[str]:
     return [e["name"] for e in cont.get("env", [])]
+
+
+def optimizationjob(
+    name: str = "tune",
+    *,
+    parameters: list[Obj] | None = None,
+    trainer: Obj | None = None,
+    runtime: str = "torch-distributed",
+    **spec: Any,
+) -> Obj:
+    """An OptimizationJob over ``lr`` (log-uniform) and ``bs`` (categorical) with both placeholders used;
+    ``spec`` keys (camelCase) replace the defaults."""
+    body: Obj = {
+        "objectives": [{"metric": "loss", "direction": "Minimize"}],
+        "searchAlgorithm": {"random": {"seed": 7}},
+        "parameters": parameters
+        if parameters is not None
+        else [
+            {"name": "lr", "searchSpace": {"logUniform": {"min": "0.001", "max": "0.1"}}},
+            {"name": "bs", "searchSpace": {"categorical": {"choices": ["16", "32", "64"]}}},
+        ],
+        "numTrials": 4,
+        "parallelTrials": 2,
+        "trainJobTemplate": {
+            "spec": {
+                "runtimeRef": {"name": runtime},
+                "trainer": trainer
+                if trainer is not None
+                else {"command": ["python", "train.py", "--lr={{.lr}}", "--batch-size={{.bs}}"]},
+            }
+        },
+    }
+    body.update(spec)
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND_OPTIMIZATIONJOB,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": body,
+    }

@@ -24,6 +24,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 EPOCHS = int(os.environ.get("EPOCHS", "5"))
+# The learning rate: tune-lr.yaml (an OptimizationJob) gives each trial its own.
+LR = float(os.environ.get("LR", "0.05"))
 
 
 def synthetic_data(n: int = 4096, features: int = 16) -> TensorDataset:
@@ -69,10 +71,10 @@ def main() -> None:
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(data, batch_size=64, sampler=sampler)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1)))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
     loss_fn = nn.MSELoss()
     if rank == 0:
-        print(f"training on {world} processes ({os.environ.get('PET_NNODES', '?')} nodes)", flush=True)
+        print(f"training on {world} processes ({os.environ.get('PET_NNODES', '?')} nodes), lr {LR}", flush=True)
     started = time.monotonic()
     for epoch in range(EPOCHS):
         sampler.set_epoch(epoch)

@@ -1,6 +1,7 @@
 """kubetrain: Kubeflow Trainer-compatible training runtimes, run locally or on Kubernetes.
 
-``kubetrain.Client`` is the Python entry point for running TrainJobs on this machine.
+``kubetrain.Client`` is the Python entry point for running TrainJobs on this machine (or a cluster), and
+``Client.optimize`` with ``Search``, ``Objective``, ``RandomSearch``/``GridSearch`` for a hyperparameter search.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 from kubetrain._version import __version__
 
 if TYPE_CHECKING:
+    from kubetrain.api.search import GridSearch, Objective, RandomSearch, Search, TrialConfig
     from kubetrain.client import Client
 
-__all__ = ["Client", "__version__"]
+__all__ = ["Client", "GridSearch", "Objective", "RandomSearch", "Search", "TrialConfig", "__version__"]
+_SEARCH = ("GridSearch", "Objective", "RandomSearch", "Search", "TrialConfig")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from kubetrain.client import Client
 
         return Client
+    if name in _SEARCH:
+        from kubetrain.api import search
+
+        return getattr(search, name)
     raise AttributeError(f"module 'kubetrain' has no attribute {name!r}")

@@ -21,7 +21,11 @@ from typing import Any
 
 from kubetrain.api import AnyRuntime, KubetrainError, TrainJob
 from kubetrain.api import constants as C
+from kubetrain.api.optimization import OptimizationJob
+from kubetrain.api.search import BestTrial, GridSearch, Objective, RandomSearch, SearchSpace, TrialConfig
 from kubetrain.service.backends import cluster_backend, is_cluster
+from kubetrain.service.optimization import OptimizationView
+from kubetrain.service.optimization import view as optimization_view
 from kubetrain.service.submit import submit
 
 
@@ -68,15 +72,45 @@ class Client:
         tensorflow, no policy). The world the function sees is ``num_nodes`` x processes per node. Alternatively
         give ``command``/``args``.
         """
-        if func is not None and command is not None:
-            raise KubetrainError("train(): give either func or command, not both")
         name = name or f"tj-{uuid.uuid4().hex[:10]}"
+        trainer = self._trainer("train", runtime, runtime_kind, func, func_args, command, args, num_nodes,
+                                num_proc_per_node, env, resources_per_node, image)
+        manifest = {
+            "apiVersion": C.API_VERSION,
+            "kind": C.KIND_TRAINJOB,
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"runtimeRef": {"name": runtime, "kind": runtime_kind}, "trainer": trainer},
+        }
+        submit([manifest], self._backend, namespace=self.namespace, cluster=self._cluster,
+               workdirs=[workdir or os.getcwd()])
+        return name
+
+    def _trainer(
+        self,
+        verb: str,
+        runtime: str,
+        runtime_kind: str,
+        func: Callable[..., Any] | None,
+        func_args: dict[str, Any] | None,
+        command: list[str] | None,
+        args: list[str] | None,
+        num_nodes: int | None,
+        num_proc_per_node: int | str | None,
+        env: dict[str, str] | None,
+        resources_per_node: dict[str, Any] | None,
+        image: str | None,
+        searched: dict[str, SearchSpace] | None = None,
+    ) -> dict[str, Any]:
+        """The TrainJob's ``spec.trainer`` for ``train`` and ``optimize``; ``searched``: parameters whose values
+        the function gets from each trial's placeholders (over ``func_args`` of the same name)."""
+        if func is not None and command is not None:
+            raise KubetrainError(f"{verb}(): give either func or command, not both")
         trainer: dict[str, Any] = {}
         # The runtime decides how the function is started and how many processes a node runs.
         found = self._runtime(runtime, runtime_kind) if func is not None or num_proc_per_node is not None else None
         _check_num_proc(found, runtime, num_proc_per_node)
         if func is not None:
-            trainer["command"] = self._func_command(func, func_args or {}, found, runtime)
+            trainer["command"] = self._func_command(func, func_args or {}, found, runtime, searched or {})
         elif command is not None:
             trainer["command"] = list(command)
         if args is not None:
@@ -91,15 +125,7 @@ class Client:
             trainer["resourcesPerNode"] = {"requests": resources_per_node, "limits": resources_per_node}
         if image:
             trainer["image"] = image
-        manifest = {
-            "apiVersion": C.API_VERSION,
-            "kind": C.KIND_TRAINJOB,
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {"runtimeRef": {"name": runtime, "kind": runtime_kind}, "trainer": trainer},
-        }
-        submit([manifest], self._backend, namespace=self.namespace, cluster=self._cluster,
-               workdirs=[workdir or os.getcwd()])
-        return name
+        return trainer
 
     def _runtime(self, name: str, kind: str) -> AnyRuntime | None:
         """The runtime a TrainJob would reference (None when there is none: applying then says so)."""
@@ -110,7 +136,11 @@ class Client:
 
     @staticmethod
     def _func_command(
-        func: Callable[..., Any], func_args: dict[str, Any], runtime: AnyRuntime | None, runtime_name: str
+        func: Callable[..., Any],
+        func_args: dict[str, Any],
+        runtime: AnyRuntime | None,
+        runtime_name: str,
+        searched: dict[str, SearchSpace],
     ) -> list[str]:
         if runtime is not None and runtime.labels.get(C.LABEL_FRAMEWORK) == "torchtune":
             raise KubetrainError(
@@ -124,8 +154,11 @@ class Client:
                 f"train(func=...): the source of {getattr(func, '__name__', func)!r} cannot be read ({exc}); "
                 "define it in a .py file (not in a REPL or `python -`)"
             ) from None
-        # The code travels inside the TrainJob itself, so the same TrainJob works on a cluster.
-        code = f"{source}\nimport json\n{func.__name__}(**json.loads({json.dumps(json.dumps(func_args))}))\n"
+        # The code travels inside the TrainJob itself, so the same TrainJob works on a cluster. A searched
+        # parameter's value is each trial's placeholder, turned back into the type its values were given in.
+        fixed = json.dumps(json.dumps({k: v for k, v in func_args.items() if k not in searched}))
+        values = "".join(f", {k!r}: {space.cast('{{.' + k + '}}')}" for k, space in searched.items())
+        code = f"{source}\nimport json\n{func.__name__}(**{{**json.loads({fixed}){values}}})\n"
         return [*entrypoint(runtime), "-c", code]
 
     def get(self, name: str) -> TrainJob:
@@ -164,6 +197,99 @@ class Client:
             self._backend.delete_trainjob(name, self.namespace)
         else:
             self._backend.delete_trainjob(name, self.namespace, keep_logs=keep_logs)
+
+
+    # OptimizationJobs: a hyperparameter search over TrainJobs (docs/optimization.md).
+    def optimize(
+        self,
+        *,
+        search_space: dict[str, SearchSpace],
+        objectives: list[Objective] | Objective | str = "loss",
+        algorithm: RandomSearch | GridSearch | None = None,
+        trial_config: TrialConfig | None = None,
+        num_trials: int | None = None,
+        parallel_trials: int | None = None,
+        runtime: str = "torch-distributed",
+        func: Callable[..., Any] | None = None,
+        func_args: dict[str, Any] | None = None,
+        command: list[str] | None = None,
+        args: list[str] | None = None,
+        num_nodes: int | None = None,
+        num_proc_per_node: int | str | None = None,
+        env: dict[str, str] | None = None,
+        resources_per_node: dict[str, Any] | None = None,
+        image: str | None = None,
+        name: str | None = None,
+        workdir: str | None = None,
+        runtime_kind: str = C.KIND_CLUSTER_TRAINING_RUNTIME,
+    ) -> str:
+        """Create an OptimizationJob and start its search in the background; returns its name.
+
+        Each trial is a TrainJob made as ``train`` makes one (same arguments). With ``func``, the trial calls it
+        with ``func_args`` and, over them, its values of ``search_space`` (numbers as numbers: a choice of ints
+        gives an int); with ``command``, put ``{{.name}}`` where a value goes, or read ``KUBEFLOW_TRAINER_OPT_<NAME>``
+        (every trial's trainer has each value there). The objective is the metric trials report with the Kubeflow
+        SDK's ``update_trainjob_status(metrics=...)``: ``objectives="loss"`` minimizes ``loss``;
+        ``Objective("accuracy", "Maximize")`` maximizes.
+        """
+        if not search_space:
+            raise KubetrainError("optimize(): search_space is empty; give at least one parameter, e.g. "
+                                 "{'lr': Search.loguniform(1e-4, 1e-1)}")
+        objective = Objective(objectives) if isinstance(objectives, str) else objectives
+        chosen = objective if isinstance(objective, list) else [objective]
+        config = trial_config or TrialConfig()
+        trials = num_trials if num_trials is not None else config.num_trials
+        parallel = parallel_trials if parallel_trials is not None else config.parallel_trials
+        name = name or f"oj-{uuid.uuid4().hex[:10]}"
+        trainer = self._trainer("optimize", runtime, runtime_kind, func, func_args, command, args, num_nodes,
+                                num_proc_per_node, env, resources_per_node, image,
+                                searched=search_space if func is not None else None)
+        manifest = {
+            "apiVersion": C.API_VERSION,
+            "kind": C.KIND_OPTIMIZATIONJOB,
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "objectives": [o.wire() for o in chosen],
+                "searchAlgorithm": (algorithm or RandomSearch()).wire(),
+                "parameters": [{"name": k, "searchSpace": v.wire(k)} for k, v in search_space.items()],
+                "numTrials": trials,
+                "parallelTrials": parallel,
+                "trainJobTemplate": {"spec": {"runtimeRef": {"name": runtime, "kind": runtime_kind},
+                                              "trainer": trainer}},
+            },
+        }
+        submit([manifest], self._backend, namespace=self.namespace, cluster=self._cluster,
+               workdirs=[workdir or os.getcwd()])
+        return name
+
+    def get_optimization_job(self, name: str) -> OptimizationView:
+        """The search, its state and its trials best first (``.trials``, ``.best``, ``.state``)."""
+        return optimization_view(self._backend, name, self.namespace)
+
+    def list_optimization_jobs(self) -> list[OptimizationJob]:
+        return self._backend.list_optimizationjobs(self.namespace)  # type: ignore[no-any-return]
+
+    def wait_for_optimization_job(self, name: str, *, timeout: float = 3600, poll: float = 1.0) -> OptimizationView:
+        """Block until the search is Complete or Failed (check ``.state``); raises ``TimeoutError``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.get_optimization_job(name)
+            if view.state in ("Complete", "Failed"):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"OptimizationJob {self.namespace}/{name} still {view.state} after {timeout}s")
+            time.sleep(poll)
+
+    def get_best_results(self, name: str) -> BestTrial | None:
+        """The best trial so far (None while none has completed with the objective metric)."""
+        best = self.get_optimization_job(name).best
+        if best is None or best.objective is None:
+            return None
+        return BestTrial(best.name, dict(best.parameters), best.objective, dict(best.metrics))
+
+    def delete_optimization_job(self, name: str) -> None:
+        """Delete the search and every trial (their processes stop as ``delete`` stops a TrainJob's)."""
+        self._backend.delete_optimizationjob(name, self.namespace)
 
 
 def entrypoint(runtime: AnyRuntime | None) -> list[str]:

@@ -409,6 +409,9 @@ class Estimator:
             if fn in ("<", "<=", ">", ">="):
                 kind = "bool"
             return Est(1 + arg_cost, kind, 1)
+        if fn == "double":
+            # cel-go prices a conversion to double (from a string too) as one operation.
+            return Est(1 + arg_cost, "double", 1)
         if fn == "_[_]":
             container, _ = args
             path = (*container.path, "@items") if container.path is not None else None

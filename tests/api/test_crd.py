@@ -66,7 +66,7 @@ def errors(kind: str, obj: dict[str, Any], *, strict: bool = False) -> list[str]
 # --- shape ---
 
 
-def test_three_crds_with_names_scope_and_short_names() -> None:
+def test_four_crds_with_names_scope_and_short_names() -> None:
     got = {
         k: (
             c["metadata"]["name"],
@@ -90,6 +90,7 @@ def test_three_crds_with_names_scope_and_short_names() -> None:
             "clustertrainingruntimes",
             ["ctr"],
         ),
+        "OptimizationJob": ("optimizationjobs.trainer.kubeflow.org", "Namespaced", "optimizationjobs", ["oj"]),
     }
     for crd in CRDS.values():
         (version,) = crd["spec"]["versions"]
@@ -101,7 +102,7 @@ def test_three_crds_with_names_scope_and_short_names() -> None:
         )
 
 
-def test_only_trainjob_has_status_and_scale_subresources() -> None:
+def test_only_trainjob_has_a_scale_subresource_and_only_the_jobs_a_status() -> None:
     assert CRDS["TrainJob"]["spec"]["versions"][0]["subresources"] == {
         "status": {},
         "scale": {
@@ -112,6 +113,7 @@ def test_only_trainjob_has_status_and_scale_subresources() -> None:
     }
     assert "subresources" not in CRDS["TrainingRuntime"]["spec"]["versions"][0]
     assert "subresources" not in CRDS["ClusterTrainingRuntime"]["spec"]["versions"][0]
+    assert CRDS["OptimizationJob"]["spec"]["versions"][0]["subresources"] == {"status": {}}
 
 
 def test_printer_columns() -> None:
@@ -131,6 +133,12 @@ def test_printer_columns() -> None:
     ]
     assert cols["TrainingRuntime"] == framework
     assert cols["ClusterTrainingRuntime"] == framework
+    assert cols["OptimizationJob"] == [
+        ("State", ".status.conditions[-1:].type"),
+        ("Best Trial", ".status.result.trainJobName"),
+        ("Trials", ".spec.numTrials"),
+        ("Age", ".metadata.creationTimestamp"),
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(CRDS))
@@ -324,7 +332,7 @@ def test_committed_crds_are_fresh() -> None:
     )
 
 
-def test_cli_prints_all_three_as_multi_doc_yaml() -> None:
+def test_cli_prints_all_four_as_multi_doc_yaml() -> None:
     from kubetrain.cli.main import cli
 
     result = CliRunner().invoke(cli, ["crds"])
@@ -334,8 +342,9 @@ def test_cli_prints_all_three_as_multi_doc_yaml() -> None:
         "TrainJob",
         "TrainingRuntime",
         "ClusterTrainingRuntime",
+        "OptimizationJob",
     ]
-    assert docs == [CRDS[k] for k in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime")]
+    assert docs == [CRDS[k] for k in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "OptimizationJob")]
 
 
 def test_cli_kind_filter_and_output_dir(tmp_path: Path) -> None:
@@ -546,3 +555,13 @@ def test_every_cel_rule_compiles() -> None:
     assert len(rules) > 20
     for rule in rules:
         env.compile(rule)
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_bounds_are_numbers_the_api_server_reads(kind: str) -> None:
+    """The API server reads schema bounds as float64: an int64 bound written out (-2**63) is no longer an integer of
+    format int64 there, and every object is then refused at validation (seen on the bed, not by its schema check)."""
+    for path, node in nodes(schema_of(kind)):
+        for key in ("minimum", "maximum"):
+            if key in node:
+                assert abs(node[key]) <= 2**53, f"{path}.{key} = {node[key]}"

@@ -43,8 +43,12 @@ def root(crd: dict[str, Any]) -> dict[str, Any]:
 
 
 def upstream_files() -> list[Any]:
+    # OptimizationJob came after v2.3 (upstream's main): tests/api/test_optimization_crd.py compares it.
     return [
-        pytest.param(version, name, id=f"{version}/{name}") for version in ("v2.1", "v2.3") for name in sorted(CRDS)
+        pytest.param(version, name, id=f"{version}/{name}")
+        for version in ("v2.1", "v2.3")
+        for name in sorted(CRDS)
+        if "optimizationjobs" not in name
     ]
 
 

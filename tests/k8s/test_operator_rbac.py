@@ -21,6 +21,7 @@ from kubetrain.api.progress import status_path
 from kubetrain.k8s.client import resources as r
 from kubetrain.k8s.client.session import ApiSession
 from kubetrain.testing.fakeapi.server import default_resources
+from tests.builders import optimizationjob
 from tests.k8s.helpers import (
     add_pod,
     fake_env,
@@ -49,6 +50,8 @@ NOT_CALLED = {
     # OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion on an owned object requires update on
     # the owner's finalizers subresource; the API server checks it, the operator never calls it.
     ("trainer.kubeflow.org", "trainjobs/finalizers", "update"),
+    # The same for the trials an OptimizationJob owns.
+    ("trainer.kubeflow.org", "optimizationjobs/finalizers", "update"),
     # The runtime snapshot is re-read only after losing a create race (a previous incarnation wrote it).
     ("", "configmaps", "get"),
     # The webhook certificate Secret is updated only when the certificate is renewed (weeks later).
@@ -221,6 +224,11 @@ def test_operator_calls_match_its_rbac_exactly(
                 env.api.inject("PUT", r"/jobsets/el(\?|$)", 422)
                 await env.client.merge_patch(r.TRAINJOB, "el", "default", {"spec": {"trainer": {"numNodes": 4}}})
                 await wait_for(lambda: env.get("trainjobs", "el").get("status", {}).get("numNodes") == 4)
+                # An OptimizationJob: its trial applied (patch, create), its status patched.
+                await env.client.create(optimizationjob(numTrials=1, parallelTrials=1))
+                await wait_for(lambda: env.find("trainjobs", "tune-0"), what="a trial")
+                await wait_for(lambda: (env.get("optimizationjobs", "tune").get("status") or {}).get("conditions"),
+                               what="the OptimizationJob's status")
                 await wait_for(lambda: env.find("podgroups", "vc", group="scheduling.volcano.sh"), what="Volcano")
                 await wait_for(lambda: env.find("podgroups", "mpi", group="scheduling.x-k8s.io"), what="PodGroup")
                 await env.client.merge_patch(r.TRAINJOB, "vc", "default", {"spec": {"suspend": True}})
@@ -265,6 +273,7 @@ def test_operator_calls_match_its_rbac_exactly(
                         (names.VALIDATE_TRAINJOB, review(new, "TrainJob", "UPDATE", old)),
                         (names.VALIDATE_TRAINING_RUNTIME, review(team, "TrainingRuntime")),
                         (names.VALIDATE_TRAINJOB, scale_review("el", 2)),  # reads the TrainJob
+                        (names.VALIDATE_OPTIMIZATIONJOB, review(optimizationjob("other"), "OptimizationJob")),
                     ):
                         async with http.post(base + path, json=body, ssl=ctx) as resp:
                             assert (await resp.json())["response"]["uid"] == "u"

@@ -427,6 +427,35 @@ def test_pod_network_and_name_lookups_as_an_unprivileged_user(pod_user: pwd.stru
         assert accepted == [b"rootless pod"], r.stdout + described
 
 
+@needs_torch
+@pytest.mark.slow
+def test_the_quickstart_learning_rate_tuned_as_an_unprivileged_user(pod_user: pwd.struct_passwd) -> None:
+    """examples/quickstart/tune-lr.yaml (6 trials of real DDP training, 2 at a time) applied by an ordinary user: the
+    search's controller and every trial run as that user."""
+    import json
+    import time
+
+    account, kubetrain = pod_user, KUBETRAIN
+    job = job_dir(account, "tune-lr", copy_of=Path(__file__).resolve().parents[2] / "examples" / "quickstart")
+    env = user_env(account)
+    r = as_user(account, [*kubetrain, "apply", "-f", "tune-lr.yaml"], env=env, cwd=str(job))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "optimizationjob.trainer.kubeflow.org/quickstart-lr created" in r.stdout
+    deadline = time.monotonic() + 900
+    while True:
+        shown = as_user(account, [*kubetrain, "describe", "oj", "quickstart-lr", "-o", "json"], env=env, cwd=str(job))
+        assert shown.returncode == 0, shown.stderr
+        view = json.loads(shown.stdout)
+        if view["state"]["state"] in ("Complete", "Failed"):
+            break
+        assert time.monotonic() < deadline, view["state"]
+        time.sleep(3)
+    assert (view["state"]["state"], view["state"]["reason"]) == ("Complete", "MaxTrialsReached"), view["state"]
+    assert len(view["trials"]) == 6 and {t["state"] for t in view["trials"]} == {"Complete"}
+    assert view["best"] == view["trials"][0]["name"]
+    home = Path(account.pw_dir) / ".kubetrain"
+    assert (home / "state.db").stat().st_uid == account.pw_uid
+
 IMAGE_TRAINJOB = """
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob

@@ -32,3 +32,7 @@ def defaulted(value: Any, description: str | None = None, **kw: Any) -> Any:
     extra = {"default": value}
     return Field(None, description=description, json_schema_extra=extra, **kw)
 
+
+def top_level(wire: dict[str, Any]) -> dict[str, Any]:
+    """An object's wire form in the API server's key order (apiVersion, kind, metadata, spec, status)."""
+    return {k: wire[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in wire}

@@ -9,6 +9,7 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 KIND_TRAINJOB: Final = "TrainJob"
 KIND_TRAINING_RUNTIME: Final = "TrainingRuntime"
 KIND_CLUSTER_TRAINING_RUNTIME: Final = "ClusterTrainingRuntime"
+KIND_OPTIMIZATIONJOB: Final = "OptimizationJob"
 
 JOBSET_API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
 COSCHEDULING_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"

@@ -11,7 +11,7 @@ Pure: no I/O. ``kubetrain crds`` prints the result; ``manifests/base/crds/`` hol
 Public:
 
 ``generate_crds() -> list[dict]``
-    The three CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime), as plain dicts.
+    The four CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime, OptimizationJob), as plain dicts.
 ``crd_filename(crd) -> str``
     ``<group>_<plural>.yaml``, the file name used under ``manifests/base/crds``.
 ``dump_yaml(docs) -> str``
@@ -29,10 +29,11 @@ import yaml
 from pydantic import BaseModel
 
 from kubetrain.api import crd_tables as tables
-from kubetrain.api import k8sschema, runtime, trainjob
+from kubetrain.api import k8sschema, optimization, runtime, trainjob
 from kubetrain.api.constants import (
     GROUP,
     KIND_CLUSTER_TRAINING_RUNTIME,
+    KIND_OPTIMIZATIONJOB,
     KIND_TRAINING_RUNTIME,
     KIND_TRAINJOB,
     LABEL_FRAMEWORK,
@@ -289,7 +290,7 @@ _FRAMEWORK: Final = {
 
 
 def generate_crds() -> list[dict[str, Any]]:
-    """TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs, in that order.
+    """TrainJob, TrainingRuntime, ClusterTrainingRuntime and OptimizationJob CRDs, in that order.
 
     Raises ``LookupError`` if a CEL rule, list rule or description above names a field the models no longer
     have (so a rename cannot silently drop a validation).
@@ -336,6 +337,20 @@ def generate_crds() -> list[dict[str, Any]]:
             "Cluster",
             [_FRAMEWORK, _AGE],
             False,
+        ),
+        build(
+            optimization.OptimizationJob,
+            KIND_OPTIMIZATIONJOB,
+            "optimizationjobs",
+            "oj",
+            "Namespaced",
+            [
+                {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                {"name": "Best Trial", "type": "string", "jsonPath": ".status.result.trainJobName"},
+                {"name": "Trials", "type": "integer", "jsonPath": ".spec.numTrials"},
+                _AGE,
+            ],
+            True,
         ),
     ]
     expected: set[object] = {("rule", m, f) for m, f in tables.FIELD_RULES}

@@ -14,7 +14,7 @@ from typing import Any, Final, cast
 import yaml
 from pydantic import BaseModel
 
-from kubetrain.api import jobset, k8sschema, meta, runtime, trainjob
+from kubetrain.api import jobset, k8sschema, meta, optimization, runtime, trainjob
 from kubetrain.api.constants import MANAGED_BY_ALLOWED
 
 Schema = dict[str, Any]
@@ -80,6 +80,10 @@ FIELD_RULES: Final[dict[tuple[type[BaseModel], str], list[dict[str, str]]]] = {
     (jobset.JobSetSpec, "startup_policy"): [JOBSET_IMMUTABLE],
     (jobset.JobSetSpec, "volume_claim_policies"): [JOBSET_IMMUTABLE],
     (jobset.ReplicatedJob, "depends_on"): [JOBSET_IMMUTABLE],
+    (optimization.TrainJobTemplateSpec, "metadata"): [
+        {"rule": "!has(self.name) && !has(self.namespace)",
+         "message": "name and namespace cannot be set in a template."}
+    ],
 }
 
 # The trainer is immutable except numNodes, which elastic runtimes may change (the scale subresource writes it).
@@ -94,7 +98,38 @@ TRAINER_FIELDS_IMMUTABLE: Final = [
     for f in ("image", "command", "args", "env", "resourcesPerNode", "numProcPerNode")
 ]
 
+def _exactly_one(*fields: str) -> dict[str, str]:
+    """Upstream's rule for a union (kubebuilder's ExactlyOneOf), with its wording."""
+    return {
+        "rule": "[" + ",".join(f"has(self.{f})" for f in fields) + "].filter(x,x==true).size() == 1",
+        "message": f"exactly one of the fields in [{' '.join(fields)}] must be set",
+    }
+
+
+_MIN_BELOW_MAX: Final = {"rule": "double(self.min) < double(self.max)", "message": "min must be strictly less than max"}
+
+# OptimizationJob (upstream main, KEP-3562): the rules and messages of its CRD.
+OPTIMIZATION_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    optimization.OptimizationJobSpec: [
+        {"rule": "self == oldSelf", "message": "OptimizationJobSpec is immutable and cannot be updated after creation"},
+        {"rule": "self.parallelTrials <= self.numTrials", "message": "parallelTrials cannot exceed numTrials"},
+        {
+            "rule": "!has(self.searchAlgorithm.grid) || self.parameters.all(p, has(p.searchSpace.categorical))",
+            "message": "Grid search requires all parameters to be Categorical; Uniform and LogUniform are not "
+            "supported.",
+        },
+    ],
+    optimization.SearchAlgorithm: [_exactly_one("random", "grid")],
+    optimization.SearchSpace: [_exactly_one("uniform", "logUniform", "categorical")],
+    optimization.UniformSpace: [_MIN_BELOW_MAX],
+    optimization.LogUniformSpace: [
+        {"rule": "double(self.min) > 0.0", "message": "min must be strictly greater than 0"},
+        _MIN_BELOW_MAX,
+    ],
+}
+
 MODEL_RULES: Final[dict[type[BaseModel], list[dict[str, str]]]] = {
+    **OPTIMIZATION_RULES,
     trainjob.Trainer: TRAINER_FIELDS_IMMUTABLE,
     trainjob.TrainerStatus: [
         {"rule": "has(self.lastUpdatedTime)", "message": "lastUpdatedTime is required when trainerStatus is present"}
@@ -138,6 +173,10 @@ LIST_MAPS: Final[dict[tuple[type[BaseModel], str], list[str]]] = {
     (trainjob.TrainJobStatus, "conditions"): ["type"],
     (trainjob.TrainJobStatus, "jobs_status"): ["name"],
     (runtime.EnvInjection, "targets"): ["jobName"],
+    (optimization.OptimizationJobSpec, "objectives"): ["metric"],
+    (optimization.OptimizationJobSpec, "parameters"): ["name"],
+    (optimization.OptimizationJobStatus, "conditions"): ["type"],
+    (optimization.OptimizationResult, "parameters"): ["name"],
     # Also what lets the API server correlate old and new items, so dependsOn's transition rule may run.
     (jobset.JobSetSpec, "replicated_jobs"): ["name"],
     (jobset.ReplicatedJob, "depends_on"): ["name"],
@@ -164,8 +203,15 @@ SCHEMA_EXTRA: Final[dict[tuple[type[BaseModel], str], dict[str, Any]]] = {
     (meta.Condition, "reason"): {"maxLength": 1024},
     (meta.Condition, "message"): {"maxLength": 32768},
     (trainjob.JobStatus, "name"): {"maxLength": 253},
+    # Upstream's OptimizationJob: int32 counts, choices of at most 64 characters.
+    (optimization.OptimizationJobSpec, "num_trials"): {"format": "int32"},
+    (optimization.OptimizationJobSpec, "parallel_trials"): {"format": "int32"},
+    (optimization.CategoricalSpace, "choices"): {"items": {"maxLength": optimization.MAX_TEXT}},
 }
-LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {(runtime.EnvInjectionTarget, "container_names")}
+LIST_SETS: Final[set[tuple[type[BaseModel], str]]] = {
+    (runtime.EnvInjectionTarget, "container_names"),
+    (optimization.CategoricalSpace, "choices"),
+}
 LIST_ATOMIC: Final[set[tuple[type[BaseModel], str]]] = {
     (trainjob.Trainer, "command"),
     (trainjob.Trainer, "args"),
@@ -230,7 +276,7 @@ def _field_name(model: type[BaseModel], wire: str) -> str:
 
 
 _TEXT: Final = _descriptions()
-_MODULES: Final = {m.__name__.rsplit(".", 1)[1]: m for m in (jobset, runtime, trainjob)}
+_MODULES: Final = {m.__name__.rsplit(".", 1)[1]: m for m in (jobset, runtime, trainjob, optimization)}
 
 # What `kubectl explain` prints for each field, kept as prose in data/descriptions.yaml.
 DESCRIPTIONS: Final[dict[tuple[type[BaseModel], str], str]] = {

@@ -11,6 +11,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 
@@ -61,6 +62,7 @@ def locations(kind: str) -> dict[str, tuple[str, ...]]:
     roots: dict[str, type[BaseModel]] = {
         "TrainJob": TrainJob, "TrainingRuntime": TrainingRuntime, "ClusterTrainingRuntime": ClusterTrainingRuntime,
         "ConfigMap": ConfigMap, "Secret": Secret, "PersistentVolumeClaim": PersistentVolumeClaim,
+        "OptimizationJob": OptimizationJob,
     }
     root = roots[kind]
     out: dict[str, list[str]] = {}

@@ -19,20 +19,26 @@ from kubetrain.api.diagnose import explain_all, path_text, salvage
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.fields import aliases, suggest
 from kubetrain.api.legacy import convert_ome_runtime
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 
-Manifest = TrainJob | TrainingRuntime | ClusterTrainingRuntime | ConfigMap | Secret | PersistentVolumeClaim
+Manifest = (
+    TrainJob | TrainingRuntime | ClusterTrainingRuntime | OptimizationJob | ConfigMap | Secret | PersistentVolumeClaim
+)
 KINDS: dict[str, type[BaseModel]] = {
     c.KIND_TRAINJOB: TrainJob,
     c.KIND_TRAINING_RUNTIME: TrainingRuntime,
     c.KIND_CLUSTER_TRAINING_RUNTIME: ClusterTrainingRuntime,
+    c.KIND_OPTIMIZATIONJOB: OptimizationJob,
     # The core objects pods reference, applied and used locally like on a cluster.
     "ConfigMap": ConfigMap,
     "Secret": Secret,
     "PersistentVolumeClaim": PersistentVolumeClaim,
 }
-KINDS_TEXT = "TrainJob, TrainingRuntime, ClusterTrainingRuntime, ConfigMap, Secret, PersistentVolumeClaim"
+KINDS_TEXT = (
+    "TrainJob, TrainingRuntime, ClusterTrainingRuntime, OptimizationJob, ConfigMap, Secret, PersistentVolumeClaim"
+)
 # apiVersions used by the documents kubetrain grew from; accepted and converted with a warning.
 LEGACY_API_VERSIONS = ("kubeflow.org/v2alpha1", "trainer.kubeflow.org/v2alpha1", "trainer.kubeflow.org/v2",
                        "ome.io/v1beta1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -78,3 +78,31 @@ class ResourceRequirements(Model):
     limits: dict[str, int | float | str] | None = None
     requests: dict[str, int | float | str] | None = None
     claims: list[dict[str, Any]] | None = None
+
+
+class JobLike:
+    """What a TrainJob and an OptimizationJob have in common (a mixin: the fields are the models')."""
+
+    if TYPE_CHECKING:  # declared for the type checker only: pydantic would take them as fields (and reorder them)
+        metadata: ObjectMeta
+        status: Any
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in (self.status.conditions if self.status else None) or []:
+            if c.type == type_:
+                return c  # type: ignore[no-any-return]
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return any(
+            (c := self.condition(t)) is not None and c.status == "True" for t in ("Complete", "Failed")
+        )

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kubetrain.api._base import Model, OpenModel, defaulted
+from kubetrain.api._base import Model, OpenModel, defaulted, top_level
 from kubetrain.api.constants import (
     API_VERSION,
     GROUP,
@@ -17,6 +17,7 @@ from kubetrain.api.constants import (
 from kubetrain.api.meta import (
     Condition,
     EnvVar,
+    JobLike,
     LocalObjectReference,
     ObjectMeta,
     ResourceRequirements,
@@ -208,36 +209,15 @@ class TrainJobStatus(OpenModel):
     )
 
 
-class TrainJob(Model):
+class TrainJob(JobLike, Model):
     api_version: str = API_VERSION
     kind: Literal["TrainJob"] = KIND_TRAINJOB
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TrainJobSpec
     status: TrainJobStatus | None = None
 
-    @property
-    def name(self) -> str:
-        return self.metadata.name or ""
-
     def to_wire(self) -> dict[str, Any]:
-        out = super().to_wire()
-        return {k: out[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in out}
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
-
-    def condition(self, type_: str) -> Condition | None:
-        for c in (self.status.conditions if self.status else None) or []:
-            if c.type == type_:
-                return c
-        return None
-
-    @property
-    def finished(self) -> bool:
-        return any(
-            (c := self.condition(t)) is not None and c.status == "True" for t in ("Complete", "Failed")
-        )
+        return top_level(super().to_wire())
 
     @property
     def state(self) -> str:

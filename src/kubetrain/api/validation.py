@@ -33,7 +33,7 @@ def deprecation_warning(runtime: AnyRuntime, *, referenced: bool) -> str | None:
     )
 
 
-def _name_rules(result: Result, name: str | None, kind: str) -> None:
+def name_rules(result: Result, name: str | None, kind: str) -> None:
     if not name:
         result.error("metadata.name", f"a {kind} needs a name", "set metadata.name")
         return
@@ -61,7 +61,7 @@ def _name_rules(result: Result, name: str | None, kind: str) -> None:
 def validate_trainjob_object(trainjob: TrainJob, *, old: TrainJob | None = None) -> Result:
     """Schema- and CEL-level rules of a TrainJob on its own (plus immutability against ``old``)."""
     result = Result()
-    _name_rules(result, trainjob.metadata.name, c.KIND_TRAINJOB)
+    name_rules(result, trainjob.metadata.name, c.KIND_TRAINJOB)
     spec = trainjob.spec
     if spec.managed_by is not None and spec.managed_by not in c.MANAGED_BY_ALLOWED:
         result.error(
@@ -150,7 +150,7 @@ def _immutable(result: Result, new: TrainJob, old: TrainJob) -> None:
 def validate_runtime_object(runtime: AnyRuntime, *, old: AnyRuntime | None = None) -> Result:
     """Rules for a TrainingRuntime or ClusterTrainingRuntime on its own."""
     result = Result()
-    _name_rules(result, runtime.metadata.name, runtime.kind)
+    name_rules(result, runtime.metadata.name, runtime.kind)
     spec = runtime.spec
     ml = spec.ml_policy
     if ml is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # annotations only: the local supervisor and a cached `run` use these views without pydantic
     from kubetrain.api import AnyRuntime, TrainJob
+    from kubetrain.api.optimization import OptimizationJob
 
 
 def camel_fields(obj: Any, *, omit: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -257,6 +258,19 @@ class Backend(Protocol):
         ...
 
     def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None: ...
+
+    def list_optimizationjobs(self, namespace: str | None) -> list[OptimizationJob]:
+        """``namespace=None`` means all namespaces. Their trials are TrainJobs (``list_trainjobs`` with the
+        ``kubetrain.dev/optimizationjob`` label)."""
+        ...
+
+    def get_optimizationjob(self, name: str, namespace: str) -> OptimizationJob:
+        """Raises a ``KubetrainError`` naming close matches when it does not exist."""
+        ...
+
+    def delete_optimizationjob(self, name: str, namespace: str) -> None:
+        """Deletes it and its trials (on a cluster the garbage collector deletes the trials)."""
+        ...
 
     def list_runtimes(self, namespace: str | None) -> list[AnyRuntime]: ...
 

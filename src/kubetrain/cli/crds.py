@@ -21,16 +21,17 @@ from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
     "--kind",
     "kinds",
     multiple=True,
-    type=click.Choice(["TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"]),
-    help="Only this kind (repeatable). Default: all three.",
+    type=click.Choice(["TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "OptimizationJob"]),
+    help="Only this kind (repeatable). Default: all four.",
 )
 def crds(output_dir: Path | None, kinds: tuple[str, ...]) -> None:
-    """Print the TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs as multi-document YAML.
+    """Print the TrainJob, TrainingRuntime, ClusterTrainingRuntime and OptimizationJob CRDs as multi-document YAML.
 
     \b
     Examples:
       kubetrain crds | kubectl apply --server-side -f -
       kubetrain crds --kind TrainJob > trainjob-crd.yaml
+      kubetrain crds --kind OptimizationJob | kubectl apply --server-side -f -
       kubetrain crds --output-dir manifests/base/crds
     """
     docs = [c for c in generate_crds() if not kinds or c["spec"]["names"]["kind"] in kinds]

@@ -30,6 +30,9 @@ KINDS = {
     "clustertrainingruntime": c.KIND_CLUSTER_TRAINING_RUNTIME,
     "clustertrainingruntimes": c.KIND_CLUSTER_TRAINING_RUNTIME,
     "ctr": c.KIND_CLUSTER_TRAINING_RUNTIME,
+    "optimizationjob": c.KIND_OPTIMIZATIONJOB,
+    "optimizationjobs": c.KIND_OPTIMIZATIONJOB,
+    "oj": c.KIND_OPTIMIZATIONJOB,
     **CORE_KINDS,
 }
 
@@ -67,13 +70,20 @@ def _delete_one(backend: Backend, kind: str, name: str, namespace: str, keep_log
         backend.delete_trainjob(name, namespace, keep_logs=keep_logs)  # type: ignore[call-arg]
         kept = f" (logs kept in {logs_dir})" if logs_dir else ""
         return f'trainjob.{c.GROUP} "{name}" deleted{kept}'
+    if kind == c.KIND_OPTIMIZATIONJOB:
+        if getattr(backend, "logs_dir", None) is None:
+            backend.delete_optimizationjob(name, namespace)
+        else:
+            backend.delete_optimizationjob(name, namespace, keep_logs=keep_logs)  # type: ignore[call-arg]
+        return f'optimizationjob.{c.GROUP} "{name}" deleted (and its trials)'
     if kind in (c.KIND_TRAINING_RUNTIME, c.KIND_CLUSTER_TRAINING_RUNTIME):
         backend.delete_runtime(kind, name, namespace)
         return f'{kind.lower()}.{c.GROUP} "{name}" deleted'
     if kind in CORE_KINDS.values():
         return backend.delete_core(kind, name, namespace)
     raise KubetrainError(
-        f'{kind} "{name}": kubetrain deletes TrainJobs, runtimes, ConfigMaps, Secrets and PersistentVolumeClaims only '
+        f'{kind} "{name}": kubetrain deletes TrainJobs, OptimizationJobs, runtimes, ConfigMaps, Secrets and '
+        'PersistentVolumeClaims only '
         f"(use kubectl for {kind})"
     )
 
@@ -116,6 +126,7 @@ def register(group: click.Group) -> None:
           kubetrain delete trainjob my-job --keep-logs
           kubetrain delete tj job-a job-b -n team-a
           kubetrain delete trainjob --all
+          kubetrain delete optimizationjob tune-lr      # its trials too (oj for short)
           kubetrain delete -f trainjob.yaml
           kubetrain delete clustertrainingruntime my-runtime
           kubetrain delete configmap my-config
@@ -140,6 +151,8 @@ def register(group: click.Group) -> None:
                 if all_:
                     if real == c.KIND_TRAINJOB:
                         chosen = [j.name for j in backend.list_trainjobs(namespace)]
+                    elif real == c.KIND_OPTIMIZATIONJOB:
+                        chosen = [j.name for j in backend.list_optimizationjobs(namespace)]
                     elif real in CORE_KINDS.values():
                         chosen = [o["metadata"]["name"] for o in backend.list_core(real, namespace)]
                     else:
@@ -154,9 +167,10 @@ def register(group: click.Group) -> None:
         except KubetrainError as exc:
             fail(str(exc))
         failed = 0
-        # TrainJobs first: a job needs its runtime, ConfigMaps, Secrets and claims until it is gone (a claim it used
-        # then goes at once instead of waiting for pvc-protection).
-        for k, n, ns in sorted(targets, key=lambda t: t[0] != c.KIND_TRAINJOB):
+        # OptimizationJobs, then TrainJobs first: a job needs its runtime, ConfigMaps, Secrets and claims until it is
+        # gone (a claim it used then goes at once instead of waiting for pvc-protection).
+        first = {c.KIND_OPTIMIZATIONJOB: 0, c.KIND_TRAINJOB: 1}
+        for k, n, ns in sorted(targets, key=lambda t: first.get(t[0], 2)):
             try:
                 click.echo(_delete_one(backend, k, n, ns, keep_logs))
             except KubetrainError as exc:

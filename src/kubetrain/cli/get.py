@@ -22,6 +22,7 @@ from kubetrain.cli._common import fail
 from kubetrain.cli.backend import Backend
 from kubetrain.cli.core_objects import CORE_KINDS, READ_KINDS, get_core
 from kubetrain.cli.listing import Query, fetch_named, print_common, select
+from kubetrain.cli.optimization import OPTIMIZATIONJOB_KINDS, get_optimizationjobs
 from kubetrain.cli.output import (
     FORMATS_HELP,
     OutputFormat,
@@ -245,7 +246,8 @@ def _output_option(ctx: click.Context, param: click.Parameter, value: str) -> Ou
 
 def register(group: click.Group) -> None:
     @group.command("get")
-    @click.argument("kind", type=click.Choice(TRAINJOB_KINDS + RUNTIME_KINDS + tuple(CORE_KINDS) + tuple(READ_KINDS)))
+    @click.argument("kind", type=click.Choice(
+        TRAINJOB_KINDS + OPTIMIZATIONJOB_KINDS + RUNTIME_KINDS + tuple(CORE_KINDS) + tuple(READ_KINDS)))
     @click.argument("names", nargs=-1)
     @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
     @click.option(
@@ -295,9 +297,10 @@ def register(group: click.Group) -> None:
         context: str | None,
         namespace: str,
     ) -> None:
-        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE), runtimes, ConfigMaps, Secrets,
-        PersistentVolumeClaims, or the TrainJobs' pods and events, like kubectl get (a Secret's values are never
-        shown in a table).
+        """List TrainJobs (NAME RUNTIME STATE PROGRESS NODES AGE), OptimizationJobs (oj: NAME STATE METRIC BEST
+        TRIALS PARALLEL AGE; their trials are TrainJobs labelled kubetrain.dev/optimizationjob=NAME), runtimes,
+        ConfigMaps, Secrets, PersistentVolumeClaims, or the TrainJobs' pods and events, like kubectl get (a Secret's
+        values are never shown in a table).
 
         STATE is Created (no pod yet), Pending (pods exist, not all trainer pods run), Suspended, Running,
         Complete or Failed; -o wide adds the reason. On a MultiKueue manager cluster a CLUSTER column names the
@@ -322,6 +325,8 @@ def register(group: click.Group) -> None:
           kubetrain get pods --field-selector status.phase=Running
           kubetrain get events --field-selector involvedObject.name=my-job,type=Warning
           kubetrain get runtimes -A
+          kubetrain get optimizationjobs            # or: get oj tune-lr -o wide
+          kubetrain get tj -l kubetrain.dev/optimizationjob=tune-lr
           kubetrain get configmaps
           kubetrain get secret db-creds -o yaml
           kubetrain get pvc -A
@@ -341,6 +346,10 @@ def register(group: click.Group) -> None:
                 rc = get_trainjobs(backend, q, watch)
             elif watch:
                 fail("--watch is available for trainjobs only", "kubetrain get trainjobs -w")
+            elif kind in OPTIMIZATIONJOB_KINDS:
+                if field_selector:
+                    fail("--field-selector is not available for optimizationjobs", "use names or -l")
+                rc = get_optimizationjobs(backend, q)
             elif kind in CORE_KINDS or kind in READ_KINDS:
                 real = CORE_KINDS.get(kind) or READ_KINDS[kind]
                 rc = get_core(backend, real, q)

@@ -42,7 +42,7 @@ def print_applied(applied: list[str]) -> None:
         kind, _, name = ref.partition("/")
         click.echo(
             f"{kind}.trainer.kubeflow.org/{name} {verb or 'applied'}"
-            if kind in ("trainjob", "trainingruntime", "clustertrainingruntime")
+            if kind in ("trainjob", "trainingruntime", "clustertrainingruntime", "optimizationjob")
             else f"{kind}/{name} {verb or 'applied'}"
         )
 

@@ -9,10 +9,12 @@ import click
 from kubetrain.api import constants as c
 from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret
 from kubetrain.api.errors import KubetrainError, Result
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.cli._backend import select_checking_backend
 from kubetrain.cli._common import dump, fail, files_option, print_findings
 from kubetrain.compiler import compile_trainjob, ecdsa_keygen, fixed_keygen
+from kubetrain.compiler.optimization import build_trials
 from kubetrain.service.backends import close_backend
 from kubetrain.service.checking import check_files
 from kubetrain.service.sources import Source, tag
@@ -39,6 +41,19 @@ def managed_elsewhere(tj: TrainJob, source: Source) -> Result:
     return tag(found, tj, source)
 
 
+def unseeded(oj: OptimizationJob, source: Source) -> Result:
+    """A warning when a random search has no seed: the controller derives one from the object's uid, which only
+    exists once it is created, so the rendered values are an example of what its trials get, not those values."""
+    found = Result()
+    algorithm = oj.spec.search_algorithm
+    if oj.spec.algorithm == "random" and (algorithm is None or algorithm.random is None or algorithm.random.seed is
+                                          None):
+        found.warn("spec.searchAlgorithm", "rendered with seed 0: without spec.searchAlgorithm.random.seed the "
+                   "controller seeds the search from the OptimizationJob's uid, so its trials get other values",
+                   "set spec.searchAlgorithm.random.seed to render (and rerun) the exact trials")
+    return tag(found, oj, source)
+
+
 def register(group: click.Group) -> None:
     @group.command("render")
     @files_option
@@ -58,7 +73,8 @@ def register(group: click.Group) -> None:
         kubeconfig: str | None,
         context: str | None,
     ) -> None:
-        """Compile TrainJobs with their runtimes and print the JobSet (+ PodGroup, MPI objects, snapshot).
+        """Compile TrainJobs with their runtimes and print the JobSet (+ PodGroup, MPI objects, snapshot); print
+        an OptimizationJob's trials, the TrainJobs its controller creates.
 
         Runtimes come from the -f files, then the backend's installed ones (this machine's applied and built-in
         runtimes, or a cluster's with --context/--kubeconfig). ConfigMaps, Secrets and PersistentVolumeClaims of
@@ -70,6 +86,7 @@ def register(group: click.Group) -> None:
         Examples:
           kubetrain render -f trainjob.yaml -f runtime.yaml -o yaml
           kubetrain render -f examples/quickstart/trainjob.yaml --fixed-keys | kubectl apply --dry-run=server -f -
+          kubetrain render -f examples/optimization/optimizationjob.yaml     # the 6 trial TrainJobs
         """
         backend = select_checking_backend(kubeconfig, context)
         try:
@@ -82,14 +99,18 @@ def register(group: click.Group) -> None:
         jobs = [
             (o, source, runtime)
             for o, source, runtime in zip(checked.objects, checked.sources, checked.runtimes, strict=True)
-            if isinstance(o, TrainJob)
+            if isinstance(o, TrainJob | OptimizationJob)
         ]
         if not jobs:
-            fail("no TrainJob in the given files", "pass the TrainJob manifest with -f")
+            fail("no TrainJob or OptimizationJob in the given files", "pass the TrainJob manifest with -f")
         # The ConfigMaps, Secrets and claims of the files first: what the rendered pods reference.
         out: list[dict[str, object]] = [o.to_wire() for o in checked.objects if isinstance(o, CORE_TYPES)]
         keygen = fixed_keygen() if fixed_keys else ecdsa_keygen
         for tj, source, runtime in jobs:
+            if isinstance(tj, OptimizationJob):
+                print_findings(unseeded(tj, source))
+                out += build_trials(tj)
+                continue
             skipped = managed_elsewhere(tj, source)
             if skipped.warnings:
                 print_findings(skipped)

@@ -33,10 +33,12 @@ from kubetrain.api import constants as c
 from kubetrain.api.core import ConfigMap, PersistentVolumeClaim, Secret, validate_core_object
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import Identity, Manifest
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainjob import TrainJob
 from kubetrain.api.validation import deprecation_warning, validate_runtime_object, validate_trainjob_object
 from kubetrain.compiler.compile import validate_against_runtime
+from kubetrain.compiler.optimization.checks import check_optimizationjob, trial_path
 from kubetrain.compiler.resolve import resolve_runtime
 
 Local = Literal["run", "check"] | None
@@ -104,7 +106,7 @@ def validate_batch(
     batch: dict[Key, tuple[AnyRuntime, bool]] = {}  # key -> (runtime, usable)
     for subject in subjects:
         obj = subject.obj
-        if isinstance(obj, TrainJob):
+        if isinstance(obj, TrainJob | OptimizationJob):
             results.append(Result())
             continue
         if isinstance(obj, ConfigMap | Secret | PersistentVolumeClaim):
@@ -126,6 +128,9 @@ def validate_batch(
         if isinstance(subject.obj, TrainJob):
             old_tj = subject.old if isinstance(subject.old, TrainJob) else None
             results[i], runtimes[i] = _trainjob(subject.obj, old_tj, ctx)
+        elif isinstance(subject.obj, OptimizationJob):
+            old_oj = subject.old if isinstance(subject.old, OptimizationJob) else None
+            results[i] = _optimizationjob(subject.obj, old_oj, ctx)
         if key in seen:
             results[i].warn("metadata.name", f"{_describe(key)} appears more than once in the input; the last "
                             "definition replaces the earlier ones", "keep one definition per object")
@@ -191,6 +196,20 @@ def _trainjob(tj: TrainJob, old: TrainJob | None, ctx: _Context) -> tuple[Result
                          "fix the runtime (kubetrain validate -f <runtime file>) and apply it again")
             return result, None
     return result.extend(validate_against_runtime(tj, runtime, old=old)), runtime
+
+
+def _optimizationjob(oj: OptimizationJob, old: OptimizationJob | None, ctx: _Context) -> Result:
+    """The OptimizationJob's own rules, then its first trial checked as a TrainJob (against its runtime), with
+    the trial's findings at the template's paths."""
+    result, trial = check_optimizationjob(oj, old=old)
+    if trial is None:
+        return result
+    found, _ = _trainjob(trial, None, ctx)
+    for f in found.errors + found.warnings:
+        (result.errors if f.severity == "error" else result.warnings).append(
+            Finding(trial_path(f.path), f.message, f.fix, f.severity)
+        )
+    return result
 
 
 def _managed_by(result: Result, tj: TrainJob, local: Local) -> None:

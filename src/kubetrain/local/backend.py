@@ -24,7 +24,7 @@ from kubetrain.api.errors import InvalidObjectError, KubetrainError
 from kubetrain.api.logtext import lines_of, step_prefix
 from kubetrain.api.views import LogItem, LogOptions, ProgressPoint, StateView, WatchItem
 from kubetrain.local import objects as core
-from kubetrain.local import paths, pod_objects
+from kubetrain.local import optimizationjobs, paths, pod_objects
 from kubetrain.local.logs.stream import LocalLogStream, failure_logs, state_of, step_view
 from kubetrain.local.objects import NotFoundError
 from kubetrain.local.sandbox import namespaces, pods
@@ -35,6 +35,7 @@ from kubetrain.local.submit import admission, changes
 
 if TYPE_CHECKING:
     from kubetrain.api import AnyRuntime, TrainJob
+    from kubetrain.api.optimization import OptimizationJob
     from kubetrain.api.views import TrainJobDetails
     from kubetrain.local.housekeeping import Pruned
 
@@ -80,10 +81,13 @@ class LocalBackend:
             if m.get("kind") == C.KIND_TRAINJOB:
                 name, verb = self.submit(m, namespace=namespace, workdir=workdir or os.getcwd(), detach=detach)
                 applied.append(f"trainjob/{name} {verb}")
+            elif m.get("kind") == C.KIND_OPTIMIZATIONJOB:
+                name, verb = self.apply_optimizationjob(m, namespace=namespace, workdir=workdir or os.getcwd())
+                applied.append(f"optimizationjob/{name} {verb}")
             elif m.get("kind") not in RUNTIME_KINDS + PASSIVE_KINDS:
                 raise KubetrainError(
-                    f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, TrainingRuntime, "
-                    "ClusterTrainingRuntime, ConfigMap, Secret or PersistentVolumeClaim)"
+                    f"kind {m.get('kind')!r} cannot be applied locally (expected TrainJob, OptimizationJob, "
+                    "TrainingRuntime, ClusterTrainingRuntime, ConfigMap, Secret or PersistentVolumeClaim)"
                 )
         return applied
 
@@ -424,6 +428,63 @@ class LocalBackend:
 
         remove_files(row, keep_logs=keep_logs)
 
+    # OptimizationJobs (see kubetrain.local.optimizationjobs; their controller is kubetrain.local.trials).
+    def apply_optimizationjob(self, manifest: dict[str, Any], *, namespace: str, workdir: str) -> tuple[str, str]:
+        """Create (or relabel) an OptimizationJob. A new one gets its first trials here, at once (the controller's
+        first pass, run by this process), then its controller process takes over."""
+        from kubetrain.local.trials import Controller
+
+        namespaces.check_available()  # its trials could never run: nothing is recorded
+        name, verb = optimizationjobs.apply(self.store, manifest, namespace=namespace, workdir=workdir)
+        if verb != "created":
+            return name, verb
+        ns = manifest.get("metadata", {}).get("namespace") or namespace
+        try:
+            row = optimizationjobs.find(self.store, name, ns)
+            if row is not None:
+                Controller(self.store, ns, name, self.submit_trial, self.stop_trial).step(row)
+        finally:
+            optimizationjobs.spawn_controller(self.store, ns, name)
+        return name, verb
+
+    def stop_trial(self, name: str, namespace: str, why: str) -> None:
+        """Stop a trial early: suspended (its pods stop, as ``spec.suspend`` stops them) and annotated with why."""
+        from kubetrain.api import TrainJob
+        from kubetrain.compiler.optimization.stopping import ANNOTATION_STOPPED
+
+        row = self._row(name, namespace)
+        tj = TrainJob.model_validate(row.trainjob)
+        tj.metadata.annotations = {**(tj.metadata.annotations or {}), ANNOTATION_STOPPED: why}
+        tj.spec.suspend = True
+        changes.update(self.store, row, tj)
+
+    def submit_trial(self, manifest: dict[str, Any], namespace: str, workdir: str) -> None:
+        """A trial TrainJob, submitted as ``kubetrain apply`` submits one (never replacing an existing one)."""
+        self.submit(manifest, namespace=namespace, workdir=workdir, detach=True, create_only=True)
+
+    def list_optimizationjobs(self, namespace: str | None) -> list[OptimizationJob]:
+        from kubetrain.api.optimization import OptimizationJob
+
+        return [OptimizationJob.model_validate(r.manifest) for r in optimizationjobs.list_rows(self.store, namespace)]
+
+    def get_optimizationjob(self, name: str, namespace: str) -> OptimizationJob:
+        from kubetrain.api.optimization import OptimizationJob
+
+        return OptimizationJob.model_validate(optimizationjobs.get(self.store, name, namespace).manifest)
+
+    def delete_optimizationjob(self, name: str, namespace: str, *, keep_logs: bool = False) -> None:
+        """Stop its controller, then delete every trial (each TrainJob as ``delete trainjob`` does: its pods get
+        their grace period), then the OptimizationJob: what ownerReference garbage collection does on a cluster."""
+        row = optimizationjobs.get(self.store, name, namespace)
+        optimizationjobs.stop_controller(row)
+        for trial in optimizationjobs.trial_rows(self.store, row):
+            try:
+                self.delete_trainjob(trial.name, namespace, keep_logs=keep_logs)
+            except NotFoundError:
+                continue  # deleted meanwhile
+        if not optimizationjobs.delete(self.store, row):
+            raise NotFoundError(f'optimizationjob "{name}" was deleted or replaced meanwhile')
+
     def _stop_supervisor(self, row: TrainJobRow) -> None:
         from kubetrain.local.sandbox import terminate
 
@@ -435,16 +496,8 @@ class LocalBackend:
             or [terminate.DEFAULT_GRACE]
         )
         # First SIGTERM: the supervisor stops the pods gracefully; a second one (after the grace period) forces.
-        for sig, wait in ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.kill(row.supervisor_pid, sig)
-            except ProcessLookupError:
-                return
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if not reaper.supervisor_alive(row):
-                    return
-                time.sleep(0.05)
+        terminate.signal_until_gone(row.supervisor_pid, lambda: reaper.supervisor_alive(row),
+                                    ((signal.SIGTERM, grace + 15), (signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)))
 
     def delete_runtime(self, kind: str, name: str, namespace: str | None) -> None:
         if kind not in RUNTIME_KINDS:

@@ -17,7 +17,7 @@ from typing import Any
 from kubetrain.api import constants as C
 from kubetrain.local import paths
 from kubetrain.local.config import Retention
-from kubetrain.local.store import reaper, status
+from kubetrain.local.store import optimization, reaper, status
 from kubetrain.local.store.db import Store, TrainJobRow
 
 
@@ -85,6 +85,10 @@ def select(
     rows = store.list_trainjobs(namespace)
     if store.read_only is None:
         rows = reaper.check_all(store, rows)
+    # A trial goes with its OptimizationJob: pruned alone, the search would run it again (its result names it).
+    searches = {r.uid for r in optimization.list_all(store, namespace)}
+    rows = [r for r in rows if not any(o.get("uid") in searches for o in
+                                       (r.trainjob.get("metadata") or {}).get("ownerReferences") or [])]
     done = sorted(
         ((t, r) for r in rows if (t := finished_at(r)) is not None), key=lambda p: p[0], reverse=True
     )

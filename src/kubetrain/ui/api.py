@@ -19,7 +19,7 @@ from kubetrain.api.logtext import step_prefix
 from kubetrain.api.views import Backend, LogChunk, LogOptions, Notice
 from kubetrain.ui import present, submit
 from kubetrain.ui.errors import UiError, from_exception
-from kubetrain.ui.requests import check_name, scope_of, selector_of
+from kubetrain.ui.requests import scope_of, selector_of, target
 from kubetrain.ui.security import Handler, stream_headers
 from kubetrain.ui.state import UI_KEY, Ui, json_dumps
 
@@ -58,13 +58,6 @@ def _as_stream(handler: Handler) -> Handler:
         return resp
 
     return stream
-
-
-def _target(request: web.Request) -> tuple[str, str]:
-    ns, name = request.match_info["namespace"], request.match_info["name"]
-    check_name(ns, "namespace")
-    check_name(name, "TrainJob name")
-    return ns, name
 
 
 async def _send(resp: EventSourceResponse, event: str, data: Any) -> None:
@@ -118,7 +111,7 @@ async def trainjob_stream(request: web.Request) -> web.StreamResponse:
     """The page's live parts: ``details`` when state, steps, conditions or events change, ``points`` for new
     progress reports (``?after=`` the time of the last one the page has), ``deleted`` when it is gone."""
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     try:
         after = float(request.query.get("after", "0") or 0)
     except ValueError:
@@ -165,7 +158,7 @@ async def log_stream(request: web.Request) -> web.StreamResponse:
     returns and colour codes included; the page renders them as text), ``notice`` what the user should know,
     ``end`` once the TrainJob has finished and every log is read."""
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     q = request.query
     step = q.get("step") or None
     container = q.get("container") or None
@@ -242,7 +235,7 @@ async def _batches(stream: Any) -> AsyncIterator[tuple[list[list[str]], list[str
 
 async def metrics(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     history = await ui.backends.call(lambda b: b.progress_history(name, ns))
     return web.json_response([present.point(p) for p in history])
 
@@ -279,7 +272,7 @@ def _set_suspend(b: Backend, name: str, ns: str, value: bool) -> str:
 
 async def suspend(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     body = await _body(request)
     value = body.get("suspend")
     if not isinstance(value, bool):
@@ -290,7 +283,7 @@ async def suspend(request: web.Request) -> web.Response:
 
 async def scale(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     body = await _body(request)
     replicas = body.get("replicas")
     if isinstance(replicas, str) and replicas.strip().isdigit():
@@ -303,7 +296,7 @@ async def scale(request: web.Request) -> web.Response:
 
 async def delete(request: web.Request) -> web.Response:
     ui = request.app[UI_KEY]
-    ns, name = _target(request)
+    ns, name = target(request)
     await ui.backends.call(lambda b: b.delete_trainjob(name, ns))
     return web.json_response({"message": f'trainjob "{name}" deleted'})
 
@@ -335,22 +328,26 @@ async def create(request: web.Request) -> web.Response:
     built, errors, warnings = await _checked(ui, request)
     if errors:
         body = _findings(built, errors, warnings)
-        body.update(error=f"the TrainJob has {len(errors)} error{'s' * (len(errors) != 1)}; nothing was created",
+        what = "OptimizationJob" if built.manifest["kind"] == c.KIND_OPTIMIZATIONJOB else "TrainJob"
+        body.update(error=f"the {what} has {len(errors)} error{'s' * (len(errors) != 1)}; nothing was created",
                     status=422, fix="fix the fields marked below")
         return web.json_response(body, status=422)
     ns, name = built.namespace, str(built.manifest["metadata"]["name"])
+    search = built.manifest["kind"] == c.KIND_OPTIMIZATIONJOB
 
     def run(b: Backend) -> str:
         try:
-            b.get_trainjob(name, ns)
+            b.get_optimizationjob(name, ns) if search else b.get_trainjob(name, ns)
         except KubetrainError:
             pass  # not there: create it
         else:
-            raise UiError(409, f'trainjob "{name}" already exists in namespace {ns}', "pick another name")
+            kind = "optimizationjob" if search else "trainjob"
+            raise UiError(409, f'{kind} "{name}" already exists in namespace {ns}', "pick another name")
         return submit.apply(built, b, cluster=ui.settings.cluster, workdir=ui.settings.workdir)
 
     message = await ui.backends.call(run)
     return web.json_response({
-        "message": message, "namespace": ns, "name": name, "url": f"/trainjobs/{ns}/{name}",
+        "message": message, "namespace": ns, "name": name,
+        "url": f"/optimizationjobs/{ns}/{name}" if search else f"/trainjobs/{ns}/{name}",
         "warnings": [submit.finding_json(f) for f in warnings],
     })

@@ -81,7 +81,7 @@ async def static(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(ui: Ui) -> web.Application:
-    from kubetrain.ui import api, pages
+    from kubetrain.ui import api, optimization, pages
 
     app = web.Application(middlewares=[security.headers, errors_middleware(ui), security.middleware(ui.session)])
     app[UI_KEY] = ui
@@ -89,6 +89,7 @@ def make_app(ui: Ui) -> web.Application:
     app.router.add_get("/favicon.ico", _no_content)
     pages.routes(app)
     api.routes(app)
+    optimization.routes(app)
 
     async def on_startup(app: web.Application) -> None:
         ui.hubs.get(ui.default_scope, keep=True)  # the first page is drawn from a list that is already there

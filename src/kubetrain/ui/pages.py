@@ -152,6 +152,7 @@ async def submit(request: web.Request) -> web.Response:
         namespace=scope,
         suggested_name=f"trainjob-{suffix}",
         workdir=ui.settings.workdir,
+        search_open=request.query.get("search") == "1",
     )
 
 

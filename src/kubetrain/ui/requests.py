@@ -14,6 +14,14 @@ from kubetrain.ui.errors import UiError
 from kubetrain.ui.state import Ui
 
 
+def target(request: web.Request, kind: str = "TrainJob") -> tuple[str, str]:
+    """The namespace and name of the object a path names (``/.../{namespace}/{name}``), checked."""
+    ns, name = request.match_info["namespace"], request.match_info["name"]
+    check_name(ns, "namespace")
+    check_name(name, f"{kind} name")
+    return ns, name
+
+
 def scope_of(request: web.Request, ui: Ui) -> str | None:
     """The namespace a page shows (None: all): ``?all=1``, ``?namespace=x``, else what the UI started with."""
     q = request.query

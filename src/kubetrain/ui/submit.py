@@ -1,4 +1,5 @@
-"""The submit form: its fields become a TrainJob manifest, checked by the one validation entry point
+"""The submit form: its fields become a TrainJob manifest (an OptimizationJob of that TrainJob when search
+parameters are given), checked by the one validation entry point
 (``kubetrain.service.checking``, as ``kubetrain validate`` and ``apply`` check files) and applied through the backend.
 
 Findings keep their field paths (``spec.trainer.numNodes``), so the page shows each under the field it is about.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubetrain.api import constants as c
@@ -21,8 +22,12 @@ from kubetrain.ui.errors import UiError
 
 SOURCE = "form"
 FIELDS = ("name", "namespace", "runtime", "numNodes", "numProcPerNode", "command", "args", "image", "env",
-          "cpu", "memory", "gpu", "labels")
+          "cpu", "memory", "gpu", "labels",
+          # A hyperparameter search (an OptimizationJob of this TrainJob) when ``parameters`` is not empty.
+          "parameters", "metric", "direction", "algorithm", "seed", "numTrials", "parallelTrials")
 _INT = re.compile(r"\d{1,9}")
+_PARAMETER = re.compile(r"^\s*([^=\s]+)\s*=\s*(uniform|loguniform|randint|choice)\s*\((.*)\)\s*$")
+TEMPLATE = "spec.trainJobTemplate"
 
 
 @dataclass
@@ -70,7 +75,62 @@ def build(form: dict[str, Any]) -> Built:
     if trainer:
         spec["trainer"] = trainer
     manifest = {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": c.KIND_TRAINJOB, "metadata": meta, "spec": spec}
+    if values["parameters"]:
+        manifest = _search(manifest, values, findings)
     return Built(manifest, findings)
+
+
+def _search(trainjob: dict[str, Any], values: dict[str, str], findings: list[Finding]) -> dict[str, Any]:
+    """The OptimizationJob whose trials are the form's TrainJob, searching the ``parameters`` lines
+    (``lr = loguniform(0.0001, 0.1)``, ``bs = choice(16, 32)``, ``layers = randint(1, 8)``, ``x = uniform(0, 1)``)."""
+    meta = trainjob["metadata"]
+    parameters = []
+    for line in values["parameters"].splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _PARAMETER.match(line)
+        if m is None:
+            findings.append(Finding("spec.parameters", f"{line.strip()!r} is not NAME = uniform(MIN, MAX), "
+                                    "loguniform(MIN, MAX), randint(MIN, MAX) or choice(A, B, ...)",
+                                    "write one parameter per line, e.g. lr = loguniform(0.0001, 0.1)", source=SOURCE))
+            continue
+        name, kind, inner = m.groups()
+        items = [x.strip().strip("'\"") for x in inner.split(",") if x.strip()]
+        if kind == "choice":
+            space: dict[str, Any] = {"categorical": {"choices": items}}
+        elif len(items) != 2:
+            findings.append(Finding("spec.parameters", f"{name}: {kind} takes a minimum and a maximum, got "
+                                    f"{len(items)} values", f"write {name} = {kind}(MIN, MAX)", source=SOURCE))
+            continue
+        else:
+            space = {"logUniform" if kind == "loguniform" else "uniform": {
+                "min": items[0], "max": items[1], "type": "Int" if kind == "randint" else "Float"}}
+        parameters.append({"name": name, "searchSpace": space})
+    algorithm: dict[str, Any] = {"grid": {}} if values["algorithm"] == "grid" else {"random": {}}
+    if values["seed"] and "random" in algorithm:
+        algorithm["random"]["seed"] = int(values["seed"]) if re.fullmatch(r"-?\d{1,18}", values["seed"]) else \
+            values["seed"]
+    template: dict[str, Any] = {"spec": trainjob["spec"]}
+    if meta.get("labels"):
+        template["metadata"] = {"labels": meta.pop("labels")}
+    spec: dict[str, Any] = {
+        "objectives": [{"metric": values["metric"] or "loss", "direction": values["direction"] or "Minimize"}],
+        "searchAlgorithm": algorithm,
+        "parameters": parameters,
+        "trainJobTemplate": template,
+    }
+    for key in ("numTrials", "parallelTrials"):
+        if values[key]:
+            spec[key] = int(values[key]) if _INT.fullmatch(values[key]) else values[key]
+    return {"apiVersion": trainjob["apiVersion"], "kind": c.KIND_OPTIMIZATIONJOB, "metadata": meta, "spec": spec}
+
+
+def form_path(path: str) -> str:
+    """A finding's path as the form names it: the trial's fields are the TrainJob fields of the form."""
+    for prefix, field_path in ((f"{TEMPLATE}.spec", "spec"), (f"{TEMPLATE}.metadata", "metadata")):
+        if path == prefix or path.startswith((prefix + ".", prefix + "[")):
+            return field_path + path[len(prefix):]
+    return path
 
 
 def _text(value: object, key: str) -> str:
@@ -144,8 +204,8 @@ def check(built: Built, backend: Any, *, cluster: bool) -> tuple[list[Finding], 
 
     checked = check_text(as_yaml(built), SOURCE, namespace=built.namespace, backend=backend,
                          local=None if cluster else "run")
-    errors = built.findings + checked.result.errors
-    return errors, checked.result.warnings
+    errors = built.findings + [replace(f, path=form_path(f.path)) for f in checked.result.errors]
+    return errors, [replace(f, path=form_path(f.path)) for f in checked.result.warnings]
 
 
 def apply(built: Built, backend: Any, *, cluster: bool, workdir: str) -> str:

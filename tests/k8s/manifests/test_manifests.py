@@ -163,7 +163,7 @@ def test_build_contents(built: list[dict[str, Any]]) -> None:
         "ServiceAccount",
         "ValidatingWebhookConfiguration",
     ]
-    assert len(by_kind(built, "CustomResourceDefinition")) == 3
+    assert len(by_kind(built, "CustomResourceDefinition")) == 4
 
 
 def key(doc: dict[str, Any]) -> tuple[str, str, str]:
@@ -190,7 +190,8 @@ def test_the_manager_install_holds_no_runtime(manager: list[dict[str, Any]]) -> 
     serves the kind (`no matches for kind "ClusterTrainingRuntime"`)."""
     assert [key(d) for d in manager if d["apiVersion"].startswith("trainer.kubeflow.org/")] == []
     assert {d["metadata"]["name"] for d in by_kind(manager, "CustomResourceDefinition")} == {
-        f"{plural}.trainer.kubeflow.org" for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+        f"{plural}.trainer.kubeflow.org"
+        for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes", "optimizationjobs")
     }
     assert by_kind(manager, "Deployment") and by_kind(manager, "ValidatingWebhookConfiguration")
 
@@ -303,6 +304,7 @@ def test_webhooks_point_at_the_service_on_upstream_paths(built: list[dict[str, A
         "validator.clustertrainingruntime.trainer.kubeflow.org": names.VALIDATE_CLUSTER_TRAINING_RUNTIME,
         "validator.trainingruntime.trainer.kubeflow.org": names.VALIDATE_TRAINING_RUNTIME,
         "validator.trainjob.trainer.kubeflow.org": names.VALIDATE_TRAINJOB,
+        "validator.optimizationjob.trainer.kubeflow.org": names.VALIDATE_OPTIMIZATIONJOB,
         "defaulter.trainjob.trainer.kubeflow.org": names.MUTATE_TRAINJOB,
     }
     for h in hooks:
@@ -344,9 +346,13 @@ def test_operator_rbac_is_what_it_needs_and_no_more(built: list[dict[str, Any]])
     (role,) = [r for r in by_kind(built, "ClusterRole") if r["metadata"]["name"] == "kubetrain-operator"]
     read = {"get", "list", "watch"}
     assert rules(role) == {
-        ("trainer.kubeflow.org", "trainjobs"): read,
+        # TrainJobs: also created and applied, as an OptimizationJob's trials.
+        ("trainer.kubeflow.org", "trainjobs"): read | {"create", "patch"},
         ("trainer.kubeflow.org", "trainjobs/status"): {"patch"},
         ("trainer.kubeflow.org", "trainjobs/finalizers"): {"update"},
+        ("trainer.kubeflow.org", "optimizationjobs"): {"list", "watch"},
+        ("trainer.kubeflow.org", "optimizationjobs/status"): {"patch"},
+        ("trainer.kubeflow.org", "optimizationjobs/finalizers"): {"update"},
         ("trainer.kubeflow.org", "trainingruntimes"): read | {"patch"},
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read | {"patch"},
         ("jobset.x-k8s.io", "jobsets"): read | {"create", "update", "patch", "delete"},
@@ -406,13 +412,17 @@ def test_user_roles_aggregate_into_admin_edit_and_view(built: list[dict[str, Any
     assert rules(edit) == {
         ("trainer.kubeflow.org", "trainjobs"): read | write,
         ("trainer.kubeflow.org", "trainingruntimes"): read | write,
+        ("trainer.kubeflow.org", "optimizationjobs"): read | write,
         ("trainer.kubeflow.org", "trainjobs/status"): {"get"},
+        ("trainer.kubeflow.org", "optimizationjobs/status"): {"get"},
     }
     assert rules(view) == {
         ("trainer.kubeflow.org", "trainjobs"): read,
         ("trainer.kubeflow.org", "trainingruntimes"): read,
         ("trainer.kubeflow.org", "clustertrainingruntimes"): read,
+        ("trainer.kubeflow.org", "optimizationjobs"): read,
         ("trainer.kubeflow.org", "trainjobs/status"): {"get"},
+        ("trainer.kubeflow.org", "optimizationjobs/status"): {"get"},
     }
     # Cluster-scoped runtimes: read for every authenticated user, written by nobody but cluster admins.
     reader = roles["kubetrain-clustertrainingruntime-reader"]

@@ -105,7 +105,7 @@ def test_secret_round_trip(bundle: certs.CertBundle) -> None:
 def test_ca_bundle_patch_only_for_webhooks_that_lack_it(bundle: certs.CertBundle) -> None:
     validating, mutating = webhook_configurations(SVC, NS)
     ops = ca_bundle_patch(validating, bundle.ca_cert)
-    assert [o["path"] for o in ops] == [f"/webhooks/{i}/clientConfig/caBundle" for i in range(3)]
+    assert [o["path"] for o in ops] == [f"/webhooks/{i}/clientConfig/caBundle" for i in range(4)]
     assert base64.b64decode(ops[0]["value"]) == bundle.ca_cert
     injected = webhook_configurations(SVC, NS, ca_bundle=bundle.ca_cert)[1]
     assert ca_bundle_patch(injected, bundle.ca_cert) == []

@@ -22,6 +22,7 @@ from kubetrain.api import AnyRuntime, ClusterTrainingRuntime, KubetrainError, Tr
 from kubetrain.api import constants as c
 from kubetrain.api.loader import parse_manifest
 from kubetrain.api.logtext import lines_of
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.selectors import parse as parse_selector
 from kubetrain.api.selectors import parse_fields
 from kubetrain.api.suggest import not_found_hint
@@ -198,7 +199,8 @@ class ClusterBackend:
     # -- Backend protocol ---------------------------------------------------------------------------------
     def apply(self, manifests: list[dict[str, Any]], *, namespace: str) -> list[str]:
         """Server-side apply, runtimes before TrainJobs, so one file can hold both."""
-        order = {c.KIND_CLUSTER_TRAINING_RUNTIME: 0, c.KIND_TRAINING_RUNTIME: 1, c.KIND_TRAINJOB: 3}
+        order = {c.KIND_CLUSTER_TRAINING_RUNTIME: 0, c.KIND_TRAINING_RUNTIME: 1, c.KIND_TRAINJOB: 3,
+                 c.KIND_OPTIMIZATIONJOB: 3}
         applied: list[str] = []
         for m in sorted(manifests, key=lambda m: order.get(m.get("kind", ""), 2)):
             obj = dict(m)
@@ -396,6 +398,46 @@ class ClusterBackend:
             raise self._not_found(name, namespace) from None
         except ApiError as exc:
             raise _explain(exc, f'trainjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
+
+    # OptimizationJobs: the operator runs them; these are reads and a delete (trials go by garbage collection).
+    def list_optimizationjobs(self, namespace: str | None) -> list[OptimizationJob]:
+        try:
+            items, _ = self._run(self.client.list(r.OPTIMIZATIONJOB, namespace))
+        except ApiError as exc:
+            raise _explain(exc, "list optimizationjobs") from exc
+        return [self._optimizationjob(i) for i in items]
+
+    def get_optimizationjob(self, name: str, namespace: str) -> OptimizationJob:
+        try:
+            return self._optimizationjob(self._run(self.client.get(r.OPTIMIZATIONJOB, name, namespace)))
+        except NotFound:
+            raise self._oj_not_found(name, namespace) from None
+        except ApiError as exc:
+            raise _explain(exc, f'optimizationjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
+
+    def delete_optimizationjob(self, name: str, namespace: str) -> None:
+        """Deletes it with background propagation: the garbage collector deletes its trials."""
+        try:
+            self._run(self.client.delete(r.OPTIMIZATIONJOB, name, namespace))
+        except NotFound:
+            raise self._oj_not_found(name, namespace) from None
+        except ApiError as exc:
+            raise _explain(exc, f'optimizationjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
+
+    def _optimizationjob(self, obj: dict[str, Any]) -> OptimizationJob:
+        oj, result = parse_manifest(obj, source=f"OptimizationJob {obj.get('metadata', {}).get('name')}")
+        if not isinstance(oj, OptimizationJob):
+            raise KubetrainError("; ".join(f.render() for f in result.errors) or "not an OptimizationJob")
+        return oj
+
+    def _oj_not_found(self, name: str, namespace: str) -> KubetrainError:
+        try:
+            items, _ = self._run(self.client.list(r.OPTIMIZATIONJOB, namespace))
+            names = [(i.get("metadata") or {}).get("name", "") for i in items]
+        except ApiError:
+            names = []
+        hint = not_found_hint(name, names, f"`kubetrain get optimizationjobs -n {namespace}` lists them")
+        return KubetrainError(f'optimizationjobs.{c.GROUP} "{name}" not found in namespace {namespace}{hint}')
 
     def scale_trainjob(self, name: str, namespace: str, replicas: int) -> str:
         """``kubectl scale``: a merge patch of the scale subresource, which the webhook judges (elastic runtime,

@@ -39,6 +39,7 @@ TRAINING_RUNTIME = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntime
 CLUSTER_TRAINING_RUNTIME = Resource(
     "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False
 )
+OPTIMIZATIONJOB = Resource("trainer.kubeflow.org", "v1alpha1", "optimizationjobs", "OptimizationJob")
 JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 COSCHEDULING_PODGROUP = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 VOLCANO_PODGROUP = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
@@ -60,6 +61,7 @@ KNOWN: tuple[Resource, ...] = (
     TRAINJOB,
     TRAINING_RUNTIME,
     CLUSTER_TRAINING_RUNTIME,
+    OPTIMIZATIONJOB,
     JOBSET,
     COSCHEDULING_PODGROUP,
     VOLCANO_PODGROUP,

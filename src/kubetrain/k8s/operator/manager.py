@@ -29,13 +29,18 @@ from kubetrain.k8s.operator.health import HealthServer
 from kubetrain.k8s.operator.informer import Informer, strip_managed_fields
 from kubetrain.k8s.operator.leader import LeaderElector
 from kubetrain.k8s.operator.metrics import Metrics
+from kubetrain.k8s.operator.optimization import CONTROLLER as OPTIMIZATION
+from kubetrain.k8s.operator.optimization import OptimizationController
 from kubetrain.k8s.operator.reconciler import Caches, Key, ReconcileError, Requeue, TrainJobReconciler, utcnow
 from kubetrain.k8s.operator.settings import OperatorSettings
 from kubetrain.k8s.operator.status_server import StatusEndpoint
 from kubetrain.k8s.operator.workqueue import HIGH, LOW, WorkQueue
 
 log = logging.getLogger("kubetrain.operator")
+Reconcile = Callable[[Key], Awaitable[float | None]]
 CONTROLLER = "trainjob"
+OPTIMIZATION_WORKERS = 2
+"""An OptimizationJob reconcile is a few cache reads and at most parallelTrials applies."""
 LEGACY_FINALIZER = "trainer.kubeflow.org/resource-in-use"
 
 
@@ -157,7 +162,10 @@ class Operator:
         self.reconciler = TrainJobReconciler(
             client, self.caches, self.metrics, keygen=keygen, clock=clock, status_server=self.status_options
         )
-        self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values()]
+        self.optimization = OptimizationController(client, self.trainjobs, s, self.metrics, clock=clock)
+        """OptimizationJobs: their trials are TrainJobs this operator then runs (``optimization``)."""
+        self.informers = [self.trainjobs, self.runtimes, self.cluster_runtimes, *owned.values(),
+                          self.optimization.informer]
         self.pods: Informer | None = None
         self.failures: FailureRecorder | None = None
         """The pods' failures recorded on their TrainJobs (``failures``), when ``settings.pod_failures``."""
@@ -283,32 +291,37 @@ class Operator:
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     # -- workers -----------------------------------------------------------------------------------------
-    async def _worker(self) -> None:
+    async def _worker(self, queue: WorkQueue | None = None, reconcile: Reconcile | None = None,
+                      controller: str = CONTROLLER, kind: str = "TrainJob") -> None:
+        """Take keys off ``queue`` and ``reconcile`` them (the TrainJob reconciler's by default; the
+        OptimizationJob controller's runs the same loop on its own queue)."""
+        queue = self.queue if queue is None else queue  # an empty queue is falsy (it has a length)
+        reconcile = self.reconciler.reconcile if reconcile is None else reconcile
         while True:
             try:
-                key = cast(Key, await self.queue.get())
+                key = cast(Key, await queue.get())
             except asyncio.CancelledError:
                 return
             start = time.perf_counter()
-            ref = f"TrainJob {key[0]}/{key[1]}"
+            ref = f"{kind} {key[0]}/{key[1]}"
             try:
-                requeue = await self.reconciler.reconcile(key)
-                self.queue.forget(key)
-                self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
+                requeue = await reconcile(key)
+                queue.forget(key)
+                self.metrics.reconcile_total.labels(controller, "success").inc()
                 if requeue is not None:
-                    self.queue.add_after(key, requeue)
+                    queue.add_after(key, requeue)
             except Requeue:
-                self.metrics.reconcile_total.labels(CONTROLLER, "requeue").inc()
-                self.queue.done(key)
-                self.queue.add(key, HIGH)
+                self.metrics.reconcile_total.labels(controller, "requeue").inc()
+                queue.done(key)
+                queue.add(key, HIGH)
                 continue
             except asyncio.CancelledError:
-                self.queue.done(key)
+                queue.done(key)
                 raise
             except Exception as exc:
-                self.metrics.reconcile_total.labels(CONTROLLER, "error").inc()
-                self.metrics.reconcile_errors.labels(CONTROLLER).inc()
-                delay = self.queue.add_rate_limited(key)
+                self.metrics.reconcile_total.labels(controller, "error").inc()
+                self.metrics.reconcile_errors.labels(controller).inc()
+                delay = queue.add_rate_limited(key)
                 level = logging.WARNING if isinstance(exc, (ReconcileError, ApiError)) else logging.ERROR
                 log.log(
                     level,
@@ -316,11 +329,11 @@ class Operator:
                     delay,
                     exc,
                     exc_info=level == logging.ERROR,
-                    extra={"object": ref, "controller": CONTROLLER},
+                    extra={"object": ref, "controller": controller},
                 )
             finally:
-                self.metrics.reconcile_duration.labels(CONTROLLER).observe(time.perf_counter() - start)
-            self.queue.done(key)
+                self.metrics.reconcile_duration.labels(controller).observe(time.perf_counter() - start)
+            queue.done(key)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -410,6 +423,9 @@ class Operator:
                 informer_tasks.append(asyncio.create_task(inf.run()))
                 await inf.synced.wait()
             workers = [asyncio.create_task(self._worker()) for _ in range(s.concurrency)]
+            opt, kind = self.optimization, c.KIND_OPTIMIZATIONJOB
+            workers += [asyncio.create_task(self._worker(opt.queue, opt.reconcile, OPTIMIZATION, kind))
+                        for _ in range(OPTIMIZATION_WORKERS)]
             if self.failures is not None:
                 self._spawn(self.failures.run())
             if s.resync_period > 0:
@@ -426,6 +442,7 @@ class Operator:
             if self.elector is not None and self.elector.lost.is_set():
                 code = 1
             self.queue.close()
+            self.optimization.queue.close()
             _, pending = await asyncio.wait(workers, timeout=s.shutdown_grace)
             for task in [*pending, *informer_tasks, *self._tasks]:
                 task.cancel()
@@ -454,6 +471,7 @@ class Operator:
             await asyncio.sleep(self.settings.resync_period)
             for key in list(self.trainjobs.store):
                 self.queue.add(key, LOW)
+            self.optimization.resync()
 
 
 async def run_operator(client: Client, settings: OperatorSettings, stop: asyncio.Event) -> int:

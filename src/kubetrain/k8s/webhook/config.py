@@ -62,6 +62,8 @@ def webhook_configurations(
         # trainjobs/scale: kubectl scale and an HPA change numNodes through it (judged as a TrainJob update).
         _hook(names.WEBHOOK_VALIDATOR_TRAINJOB, names.VALIDATE_TRAINJOB, ["trainjobs", "trainjobs/scale"], service,
               namespace, ca_bundle) | events,
+        _hook(names.WEBHOOK_VALIDATOR_OPTIMIZATIONJOB, names.VALIDATE_OPTIMIZATIONJOB, "optimizationjobs", service,
+              namespace, ca_bundle) | events,
     ]  # fmt: skip
     mutators = [
         _hook(

@@ -13,6 +13,8 @@ MUTATE_TRAINJOB: Final = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 VALIDATE_TRAINJOB: Final = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 VALIDATE_TRAINING_RUNTIME: Final = "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime"
 VALIDATE_CLUSTER_TRAINING_RUNTIME: Final = "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime"
+# Upstream has no webhook for OptimizationJobs (its CRD's CEL rules only); the path follows its naming.
+VALIDATE_OPTIMIZATIONJOB: Final = "/validate-trainer-kubeflow-org-v1alpha1-optimizationjob"
 
 VALIDATING_CONFIGURATION: Final = "validator.trainer.kubeflow.org"
 MUTATING_CONFIGURATION: Final = "defaulter.trainer.kubeflow.org"
@@ -20,6 +22,7 @@ WEBHOOK_DEFAULTER_TRAINJOB: Final = "defaulter.trainjob.trainer.kubeflow.org"
 WEBHOOK_VALIDATOR_TRAINJOB: Final = "validator.trainjob.trainer.kubeflow.org"
 WEBHOOK_VALIDATOR_TRAINING_RUNTIME: Final = "validator.trainingruntime.trainer.kubeflow.org"
 WEBHOOK_VALIDATOR_CLUSTER_TRAINING_RUNTIME: Final = "validator.clustertrainingruntime.trainer.kubeflow.org"
+WEBHOOK_VALIDATOR_OPTIMIZATIONJOB: Final = "validator.optimizationjob.trainer.kubeflow.org"
 
 DEFAULT_NAMESPACE: Final = "kubeflow-system"
 DEFAULT_SERVICE: Final = "kubetrain-operator"

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubetrain.api import constants as c
 from kubetrain.api.errors import Finding, Result
 from kubetrain.api.loader import parse_document, parse_manifest
+from kubetrain.api.optimization import OptimizationJob
 from kubetrain.api.runtime import AnyRuntime, ClusterTrainingRuntime, TrainingRuntime
-from kubetrain.api.trainjob import TrainJob
+from kubetrain.api.trainjob import RuntimeRef, TrainJob
 from kubetrain.compiler import Subject, validate_batch, validate_objects
 from kubetrain.k8s.webhook.admission import LookupFailed, Request, Response, error_text, object_at
 from kubetrain.k8s.webhook.defaulting import runtime_patch_times
@@ -73,6 +74,24 @@ def _parse(doc: dict[str, Any] | None, kind: str) -> tuple[Any, tuple[str, ...],
     return parsed.partial, parsed.pruned, result
 
 
+J = TypeVar("J", TrainJob, OptimizationJob)
+
+
+def _job(req: Request, model: type[J]) -> tuple[J | None, tuple[str, ...], Result, J | None]:
+    """The TrainJob or OptimizationJob under review (in the request's namespace when it names none), the paths that
+    failed to load, the loader's findings, and on UPDATE the stored version."""
+    obj, pruned, result = _parse(req.obj, model.__name__)
+    if not isinstance(obj, model):
+        return None, pruned, result, None
+    if req.namespace and not obj.metadata.namespace:
+        obj.metadata.namespace = req.namespace
+    old: J | None = None
+    if req.operation == "UPDATE" and req.old is not None:
+        parsed_old, _ = parse_manifest(req.old)
+        old = parsed_old if isinstance(parsed_old, model) else None
+    return obj, pruned, result, old
+
+
 async def review_trainjob(
     req: Request,
     runtime_lookup: RuntimeLookup,
@@ -83,15 +102,9 @@ async def review_trainjob(
     namespace's Pod Security labels (``namespace_lookup``; without one, only baseline warnings)."""
     if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
         return Response(uid=req.uid)
-    trainjob, pruned, result = _parse(req.obj, c.KIND_TRAINJOB)
-    if not isinstance(trainjob, TrainJob):
+    trainjob, pruned, result, old = _job(req, TrainJob)
+    if trainjob is None:
         return _response(req, result)
-    if req.namespace and not trainjob.metadata.namespace:
-        trainjob.metadata.namespace = req.namespace
-    old: TrainJob | None = None
-    if req.operation == "UPDATE" and req.old is not None:
-        parsed_old, _ = parse_manifest(req.old)
-        old = parsed_old if isinstance(parsed_old, TrainJob) else None
 
     # The lookups go out together: Kueue's TrainJob integration updates a queued TrainJob twice between its
     # admission and the pods, and each update waits for this review (bench/kueue.py).
@@ -102,25 +115,10 @@ async def review_trainjob(
         else None
     )
     try:
-        ref = trainjob.spec.runtime_ref
-        candidates: list[AnyRuntime] = []
-        if ref.effective_group == c.GROUP and ref.effective_kind in (
-            c.KIND_TRAINING_RUNTIME,
-            c.KIND_CLUSTER_TRAINING_RUNTIME,
-        ):
-            namespace = trainjob.namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
-            try:
-                found = await runtime_lookup(ref.effective_kind, ref.name, namespace)
-            except Exception as exc:
-                raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
-            if found is not None:
-                live, unreadable = _as_runtime(found, ref.effective_kind, namespace)
-                if live is not None:
-                    candidates.append(live)
-                else:  # not "not found": it exists, and saying so points at the real problem
-                    result.error("spec.runtimeRef", f'{ref.effective_kind} "{ref.name}" exists but cannot be read: '
-                                 f"{unreadable}", "fix the runtime object")
-                    return _response(req, result)
+        candidates, unreadable = await _live_runtime(trainjob.spec.runtime_ref, trainjob.namespace, runtime_lookup)
+        if unreadable is not None:
+            result.error("spec.runtimeRef", unreadable, "fix the runtime object")
+            return _response(req, result)
         validated = validate_batch([Subject(trainjob, pruned, old=old)], installed=candidates)
         result.extend(validated.results[0])
         if jobset_task is not None:
@@ -142,6 +140,46 @@ async def review_trainjob(
                 task.cancel()
             elif task is not None and not task.cancelled():
                 task.exception()  # a lookup whose answer was not needed: its failure is not this review's
+
+
+async def _live_runtime(
+    ref: RuntimeRef, namespace: str, runtime_lookup: RuntimeLookup
+) -> tuple[list[AnyRuntime], str | None]:
+    """The live runtime ``ref`` names (none when it does not exist), or why it exists but cannot be read."""
+    if ref.effective_group != c.GROUP or ref.effective_kind not in (
+        c.KIND_TRAINING_RUNTIME,
+        c.KIND_CLUSTER_TRAINING_RUNTIME,
+    ):
+        return [], None
+    scope = namespace if ref.effective_kind == c.KIND_TRAINING_RUNTIME else None
+    try:
+        found = await runtime_lookup(ref.effective_kind, ref.name, scope)
+    except Exception as exc:
+        raise LookupFailed(f"looking up {ref.effective_kind} {ref.name!r}: {exc}") from exc
+    if found is None:
+        return [], None
+    live, unreadable = _as_runtime(found, ref.effective_kind, scope)
+    if live is None:  # not "not found": it exists, and saying so points at the real problem
+        return [], f'{ref.effective_kind} "{ref.name}" exists but cannot be read: {unreadable}'
+    return [live], None
+
+
+async def review_optimizationjob(req: Request, runtime_lookup: RuntimeLookup) -> Response:
+    """Validate an OptimizationJob CREATE/UPDATE: its own rules (upstream's CEL rules among them, so a cluster whose
+    API server skips CEL still refuses what upstream refuses), its placeholders, and its first trial against the
+    live runtime the template references."""
+    if req.operation not in ("CREATE", "UPDATE") or _being_deleted(req):
+        return Response(uid=req.uid)
+    oj, pruned, result, old = _job(req, OptimizationJob)
+    if oj is None:
+        return _response(req, result)
+    candidates, unreadable = await _live_runtime(oj.spec.train_job_template.spec.runtime_ref, oj.namespace,
+                                                 runtime_lookup)
+    if unreadable is not None:
+        result.error("spec.trainJobTemplate.spec.runtimeRef", unreadable, "fix the runtime object")
+        return _response(req, result)
+    result.extend(validate_batch([Subject(oj, pruned, old=old)], installed=candidates).results[0])
+    return _response(req, result)
 
 
 def _as_runtime(

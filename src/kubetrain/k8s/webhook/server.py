@@ -30,6 +30,7 @@ from kubetrain.k8s.webhook.review import (
     JobSetLookup,
     RuntimeLookup,
     default_trainjob_with_runtime,
+    review_optimizationjob,
     review_runtime,
     review_trainjob,
 )
@@ -154,6 +155,9 @@ def make_app(
     async def runtime(req: Request) -> Response:
         return await review_runtime(req, namespace_lookup)
 
+    async def optimizationjob(req: Request) -> Response:
+        return await review_optimizationjob(req, runtime_lookup)
+
     async def defaulter(req: Request) -> Response:
         return await default_trainjob_with_runtime(req, clock, runtime_lookup)
 
@@ -161,6 +165,7 @@ def make_app(
     app.router.add_post(names.VALIDATE_TRAINJOB, _handler(trainjob, lat, warning_events))
     app.router.add_post(names.VALIDATE_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
     app.router.add_post(names.VALIDATE_CLUSTER_TRAINING_RUNTIME, _handler(runtime, lat, warning_events))
+    app.router.add_post(names.VALIDATE_OPTIMIZATIONJOB, _handler(optimizationjob, lat, warning_events))
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -20,6 +20,21 @@ DEFAULT_GRACE = 30.0
 _POLL = 0.02
 
 
+def signal_until_gone(pid: int, alive: Callable[[], bool], steps: tuple[tuple[int, float], ...]) -> None:
+    """Send each ``(signal, seconds)`` of ``steps`` in turn to ``pid`` and wait that long for ``alive()`` to turn
+    false (a supervisor's or controller's stop: SIGTERM, again, then SIGKILL)."""
+    for sig, wait in steps:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not alive():
+                return
+            time.sleep(0.05)
+
+
 def kill_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)

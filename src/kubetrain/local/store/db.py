@@ -35,7 +35,7 @@ from kubetrain.api.errors import KubetrainError
 from kubetrain.local import paths
 from kubetrain.local.store.status import finished, now_rfc3339
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trainjobs (
@@ -50,6 +50,11 @@ CREATE TABLE IF NOT EXISTS pods (
   state TEXT NOT NULL, pid INTEGER, pid_start TEXT, exit_code INTEGER, restarts INTEGER NOT NULL DEFAULT 0,
   message TEXT, log TEXT NOT NULL, updated REAL NOT NULL, ready INTEGER NOT NULL DEFAULT 0, created REAL,
   PRIMARY KEY (namespace, trainjob, name)
+);
+CREATE TABLE IF NOT EXISTS optimizationjobs (
+  namespace TEXT NOT NULL, name TEXT NOT NULL, uid TEXT NOT NULL, manifest TEXT NOT NULL, workdir TEXT NOT NULL,
+  controller_pid INTEGER, controller_start TEXT, created REAL NOT NULL, updated REAL NOT NULL,
+  PRIMARY KEY (namespace, name)
 );
 CREATE TABLE IF NOT EXISTS runtimes (
   kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, manifest TEXT NOT NULL,
@@ -292,6 +297,10 @@ class Store:
                 raise
             finally:
                 self._depth = 0
+
+    def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one query (``kubetrain.local.store.optimization`` keeps its SQL beside its rows)."""
+        return self._read(sql, args)
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

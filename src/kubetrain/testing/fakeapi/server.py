@@ -26,7 +26,9 @@ from kubetrain.testing.fakeapi.podlogs import PodLogs
 from kubetrain.testing.fakeapi.store import Store, StoreError
 from kubetrain.testing.fakeapi.tokens import Tokens
 
-_STATUS_SUBRESOURCE = {"trainjobs", "jobsets", "podgroups", "pods", "jobs", "customresourcedefinitions"}
+_STATUS_SUBRESOURCE = {
+    "trainjobs", "optimizationjobs", "jobsets", "podgroups", "pods", "jobs", "customresourcedefinitions",
+}
 
 
 def default_resources(*, podgroups: bool = True) -> list[tuple[Resource, bool]]:

@@ -59,22 +59,7 @@ const Job = (() => {
 
   // -- charts -------------------------------------------------------------------------------------------------
   const Charts = (() => {
-    let loading = null;
     const drawn = new Map();
-
-    function plotly() {
-      if (window.Plotly) return Promise.resolve(window.Plotly);
-      if (!loading) {
-        loading = new Promise((resolve, reject) => {
-          const script = document.createElement("script");
-          script.src = `/static/plotly.min.js?v=${document.querySelector('link[rel="stylesheet"]').href.split("v=")[1] || ""}`;
-          script.onload = () => resolve(window.Plotly);
-          script.onerror = () => reject(new Error("plotly.js could not be loaded"));
-          document.head.append(script);
-        });
-      }
-      return loading;
-    }
 
     // One series per metric with at least one numeric value, and the progress percentage.
     function series() {
@@ -113,7 +98,7 @@ const Job = (() => {
         drawn.set(name, holder);
       }
       let Plotly;
-      try { Plotly = await plotly(); } catch (e) {
+      try { Plotly = await KT.plotly(); } catch (e) {
         document.getElementById("charts-note").textContent = `Charts unavailable: ${e.message}.`;
         return;
       }
@@ -143,24 +128,11 @@ const Job = (() => {
 
   // -- live updates -------------------------------------------------------------------------------------------
   function connect() {
-    const after = points.length ? points[points.length - 1].time : 0;
-    const source = new EventSource(`${base}/watch?after=${after}`);
-    source.addEventListener("open", () => KT.live(details.state.finished ? "done" : "on"));
-    source.addEventListener("details", (e) => showDetails(JSON.parse(e.data)));
-    source.addEventListener("points", (e) => addPoints(JSON.parse(e.data)));
-    source.addEventListener("deleted", () => { source.close(); markDeleted(); });
-    source.addEventListener("failure", (e) => {
-      source.close();
-      KT.live("off");
-      const box = document.getElementById("progress-panel");
-      box.prepend(KT.errorNotice(JSON.parse(e.data)));
-    });
-    source.addEventListener("error", () => {
-      source.close();
-      if (deleted) return;
-      KT.live("off");
-      setTimeout(connect, 2000);
-    });
+    KT.follow(() => `${base}/watch?after=${points.length ? points[points.length - 1].time : 0}`, {
+      open: () => KT.live(details.state.finished ? "done" : "on"),
+      details: showDetails,
+      points: addPoints,
+    }, {box: () => document.getElementById("progress-panel"), gone: () => deleted, onDeleted: markDeleted});
   }
 
   function markDeleted() {

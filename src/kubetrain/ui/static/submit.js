@@ -43,7 +43,7 @@ const Submit = (() => {
       }
     }
     if (items.length) list.replaceChildren(KT.el("ul", {class: "findings"}, ...items));
-    else list.replaceChildren(KT.el("p", {class: "small", text: "No errors: the TrainJob is valid for this runtime."}));
+    else list.replaceChildren(KT.el("p", {class: "small", text: `No errors: the ${values().parameters.trim() ? "OptimizationJob" : "TrainJob"} is valid for this runtime.`}));
     if (result.yaml !== undefined) document.getElementById("preview").textContent = result.yaml;
     const errors = (result.errors || []).length;
     document.getElementById("check-state").textContent = errors ? `${errors} error${errors === 1 ? "" : "s"}` : "valid";

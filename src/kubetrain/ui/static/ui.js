@@ -111,6 +111,44 @@ const KT = (() => {
     }
   }
 
+  // plotly.js (served from the installed plotly package), loaded once, only by pages that draw charts.
+  let plotlyLoading = null;
+  function plotly() {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = `/static/plotly.min.js?v=${document.querySelector('link[rel="stylesheet"]').href.split("v=")[1] || ""}`;
+        script.onload = () => resolve(window.Plotly);
+        script.onerror = () => reject(new Error("plotly.js could not be loaded"));
+        document.head.append(script);
+      });
+    }
+    return plotlyLoading;
+  }
+
+  // A page's event stream: each named event (data parsed) to its handler; `deleted` and `failure` end it (the
+  // failure shown at the top of `box()`); a dropped connection is opened again after 2 s unless `gone()`. `url` is
+  // a function: a reconnect may ask for less (what arrived meanwhile).
+  function follow(url, handlers, {box, gone, onDeleted}) {
+    const source = new EventSource(url());
+    for (const [name, handler] of Object.entries(handlers)) {
+      source.addEventListener(name, (e) => handler(e.data === undefined ? null : JSON.parse(e.data)));
+    }
+    source.addEventListener("deleted", () => { source.close(); onDeleted(); });
+    source.addEventListener("failure", (e) => {
+      source.close();
+      live("off");
+      box().prepend(errorNotice(JSON.parse(e.data)));
+    });
+    source.addEventListener("error", () => {
+      source.close();
+      if (gone()) return;
+      live("off");
+      setTimeout(() => follow(url, handlers, {box, gone, onDeleted}), 2000);
+    });
+  }
+
   function live(state) {
     const node = document.getElementById("live");
     if (!node) return;
@@ -118,7 +156,7 @@ const KT = (() => {
     node.textContent = {on: "live", off: "reconnecting…", done: "finished"}[state] || "connecting…";
   }
 
-  return {el, csrf, post, duration, age, etaText, stateBadge, progressCell, errorNotice, toast, tick, live};
+  return {el, csrf, post, duration, age, etaText, stateBadge, progressCell, errorNotice, toast, tick, live, plotly, follow};
 })();
 
 // -- The TrainJobs list ------------------------------------------------------------------------------------------
