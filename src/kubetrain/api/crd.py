@@ -281,6 +281,7 @@ TRAINJOB_SCALE: Final = {
     "labelSelectorPath": ".status.selector",
 }
 
+_STATE: Final = {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"}
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _FRAMEWORK: Final = {
     "name": "Framework",
@@ -311,7 +312,7 @@ def generate_crds() -> list[dict[str, Any]]:
             "tj",
             "Namespaced",
             [
-                {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                _STATE,
                 # KEP-2779's column: the last progress the job reported (kubetrain get shows it as PROGRESS).
                 {"name": "Progress %", "type": "integer", "jsonPath": ".status.trainerStatus.progressPercentage"},
                 {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
@@ -345,7 +346,7 @@ def generate_crds() -> list[dict[str, Any]]:
             "oj",
             "Namespaced",
             [
-                {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+                _STATE,
                 {"name": "Best Trial", "type": "string", "jsonPath": ".status.result.trainJobName"},
                 {"name": "Trials", "type": "integer", "jsonPath": ".spec.numTrials"},
                 _AGE,

@@ -237,14 +237,15 @@ class ClusterBackend:
             raise _explain(exc, "list trainjobs") from exc
         return [self._trainjob(i) for i in items]
 
-    def _not_found(self, name: str, namespace: str) -> KubetrainError:
+    def _not_found(self, name: str, namespace: str, resource: r.Resource = r.TRAINJOB) -> KubetrainError:
         try:
-            items, _ = self._run(self.client.list(r.TRAINJOB, namespace))
+            items, _ = self._run(self.client.list(resource, namespace))
             names = [(i.get("metadata") or {}).get("name", "") for i in items]
         except ApiError:
             names = []
-        hint = not_found_hint(name, names, f"`kubetrain get trainjobs -n {namespace}` lists them")
-        return KubetrainError(f'trainjobs.{c.GROUP} "{name}" not found in namespace {namespace}{hint}')
+        plural = resource.plural
+        hint = not_found_hint(name, names, f"`kubetrain get {plural} -n {namespace}` lists them")
+        return KubetrainError(f'{plural}.{c.GROUP} "{name}" not found in namespace {namespace}{hint}')
 
     def get_trainjob(self, name: str, namespace: str) -> TrainJob:
         try:
@@ -411,7 +412,7 @@ class ClusterBackend:
         try:
             return self._optimizationjob(self._run(self.client.get(r.OPTIMIZATIONJOB, name, namespace)))
         except NotFound:
-            raise self._oj_not_found(name, namespace) from None
+            raise self._not_found(name, namespace, r.OPTIMIZATIONJOB) from None
         except ApiError as exc:
             raise _explain(exc, f'optimizationjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
 
@@ -420,7 +421,7 @@ class ClusterBackend:
         try:
             self._run(self.client.delete(r.OPTIMIZATIONJOB, name, namespace))
         except NotFound:
-            raise self._oj_not_found(name, namespace) from None
+            raise self._not_found(name, namespace, r.OPTIMIZATIONJOB) from None
         except ApiError as exc:
             raise _explain(exc, f'optimizationjobs.{c.GROUP} "{name}" in namespace {namespace}') from exc
 
@@ -429,15 +430,6 @@ class ClusterBackend:
         if not isinstance(oj, OptimizationJob):
             raise KubetrainError("; ".join(f.render() for f in result.errors) or "not an OptimizationJob")
         return oj
-
-    def _oj_not_found(self, name: str, namespace: str) -> KubetrainError:
-        try:
-            items, _ = self._run(self.client.list(r.OPTIMIZATIONJOB, namespace))
-            names = [(i.get("metadata") or {}).get("name", "") for i in items]
-        except ApiError:
-            names = []
-        hint = not_found_hint(name, names, f"`kubetrain get optimizationjobs -n {namespace}` lists them")
-        return KubetrainError(f'optimizationjobs.{c.GROUP} "{name}" not found in namespace {namespace}{hint}')
 
     def scale_trainjob(self, name: str, namespace: str, replicas: int) -> str:
         """``kubectl scale``: a merge patch of the scale subresource, which the webhook judges (elastic runtime,
