@@ -13,6 +13,7 @@ the cluster holds TrainJobs or runtimes that this suite did not make. Helm runs 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,18 @@ def restore() -> None:
                    f"CRD {crd} to finish terminating")  # fmt: skip
     kustomize_install()
     DeployedOperator().wait_ready(600)
+    # The CRDs were deleted and created again: a webhook of another controller that reads runtimes from its cache
+    # (Kueue's vtrainjob.kb.io) refuses TrainJobs until its watch of the new CRD has caught up, and the tests after
+    # this one would meet "runtime 'torch-distributed' not found". A server-side dry run passes every webhook.
+    probe = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "metadata": {"name": "restore-probe", "namespace": "default"},
+             "spec": {"runtimeRef": {"name": "torch-distributed"}}}  # fmt: skip
+    wait_until(
+        lambda: kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False).returncode == 0,
+        300,
+        "a TrainJob admitted again by every webhook",
+        lambda: kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False).stderr,
+    )
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from tests.e2e.conftest import (
     call,
     get,
     kubectl,
+    list_of,
     pod_spec,
     pods_of,
     setup_runtime,
@@ -225,3 +226,108 @@ def test_a_user_without_rights_sees_the_403(browser: Any, namespace: str, tmp_pa
     finally:
         err = ui.stop()
     assert "Traceback" not in err, err
+
+
+# A trial: reports the objective (x - 0.3)² for its value of x with the kubelet's projected token, as the SDK's
+# update_trainjob_status does, and ends.
+TRIAL_REPORTER = textwrap.dedent(
+    """
+    import json, os, ssl, sys, time, urllib.request
+
+    x = float(sys.argv[1])
+    token = open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip()
+    tls = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+    body = {"trainerStatus": {"progressPercentage": 100, "lastUpdatedTime": time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "metrics": [{"name": "loss", "value": str((x - 0.3) ** 2)}]}}
+    req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json",
+                                                         "Authorization": "Bearer " + token})
+    urllib.request.urlopen(req, context=tls, timeout=30).read()
+    print(f"x={x} reported", flush=True)
+    """
+)
+
+
+def test_a_search_from_the_ui_on_a_real_cluster(
+    browser: Any, kubeconfig: str, namespace: str, operator: DeployedOperator
+) -> None:
+    """Issue #27 in the UI on the bed: an OptimizationJob submitted from the form, the operator's controller running
+    its trials as real pods, the page following them live (best first, the objective against the parameter), the
+    list, and delete taking the trials with it."""
+    spec = pod_spec()
+    spec["containers"][0]["env"] = [{"name": "TRIAL_REPORTER", "value": TRIAL_REPORTER}]
+    runtime = setup_runtime(namespace, spec=spec)
+    ui = UiProcess(kubeconfig, namespace)
+    name = f"ui-oj-{uuid.uuid4().hex[:5]}"
+    try:
+        browser.get(ui.url)
+        browser.get(
+            f"{ui.base}/submit?runtime=TrainingRuntime/{namespace}/{runtime}&namespace={namespace}&search=1"
+        )
+        for field, value in (
+            ("name", name),
+            ("command", "python3 -c $(TRIAL_REPORTER) {{.x}}"),
+            ("parameters", "x = uniform(0, 1)"),
+            ("numTrials", "3"),
+            ("parallelTrials", "2"),
+            ("seed", "7"),
+        ):
+            element = browser.find_element("css selector", f'[name="{field}"]')
+            element.clear()
+            element.send_keys(value)
+        wait_for(browser, lambda d: _text(d, "#check-state") == "valid", what="the search checked against the cluster")
+        assert "kind: OptimizationJob" in _text(browser, "#preview")
+        browser.find_element("css selector", "#submit-button").click()
+        wait_for(
+            browser,
+            lambda d: d.current_url.endswith(f"/optimizationjobs/{namespace}/{name}"),
+            what="the search's page",
+        )
+        wait_until(lambda: get(r.OPTIMIZATIONJOB, name, namespace), what="the OptimizationJob on the API server")
+        wait_for(browser, lambda d: _text(d, "#state .state") == "Complete", timeout=600, what="the search Complete")
+        rows = browser.execute_script(
+            """return [...document.querySelectorAll('#trials tbody tr')].map((r) => [
+            r.dataset.trial, r.querySelector('.state').innerText, r.querySelector('.objective').innerText,
+            r.className])"""
+        )
+        assert [r[1] for r in rows] == ["Complete"] * 3, rows
+        objectives = [float(r[2]) for r in rows]
+        assert objectives == sorted(objectives)  # best first
+        best = rows[0][0]
+        assert rows[0][3] == "best"
+        status = (get(r.OPTIMIZATIONJOB, name, namespace) or {}).get("status") or {}
+        assert status["result"]["trainJobName"] == best  # what the operator wrote, as the page shows it
+        chart = '.chart[data-parameter="x"]'
+        wait_for(browser, lambda d: _attr(d, chart, "data-drawn") == "3", what="loss against x, 3 points")
+        browser.get(f"{ui.base}/optimizationjobs")
+        row = f'tr[data-key="{namespace}/{name}"]'
+        wait_for(browser, lambda d: _text(d, f"{row} .state") == "Complete", what="the list row")
+        assert _text(browser, f"{row} .best") == best
+        browser.get(f"{ui.base}/optimizationjobs/{namespace}/{name}")
+        wait_for(browser, lambda d: _text(d, "#live") in ("finished", "live"), what="the page connected")
+        browser.find_element("css selector", "#delete").click()
+        browser.switch_to.alert.accept()
+        wait_for(browser, lambda d: _text(d, "#live") == "deleted", what="deleted")
+        wait_until(lambda: get(r.OPTIMIZATIONJOB, name, namespace) is None, what="gone from the API server")
+        wait_until(
+            lambda: not list_of(r.TRAINJOB, namespace, f"kubetrain.dev/optimizationjob={name}"),
+            180,
+            "the trials garbage-collected",
+        )
+        assert js_errors(browser) == []
+    except AssertionError:
+        print(ui.stop(), file=sys.stderr)
+        raise
+    finally:
+        err = ui.stop() if ui.proc.poll() is None else ""
+        call(lambda c: _delete_search_quietly(c, name, namespace))
+    assert "Traceback" not in err, err
+
+
+async def _delete_search_quietly(c: Client, name: str, ns: str) -> None:
+    from kubetrain.k8s.client import NotFound
+
+    try:
+        await c.delete(r.OPTIMIZATIONJOB, name, ns)
+    except NotFound:
+        pass

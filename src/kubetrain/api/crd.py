@@ -12,10 +12,12 @@ Public:
 
 ``generate_crds() -> list[dict]``
     The four CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime, OptimizationJob), as plain dicts.
-``crd_filename(crd) -> str``
-    ``<group>_<plural>.yaml``, the file name used under ``manifests/base/crds``.
+``crd_filename(crd, ext="yaml") -> str``
+    ``<group>_<plural>.yaml``, the file name used under ``manifests/base/crds`` (``.json`` in the Helm chart).
 ``dump_yaml(docs) -> str``
     Deterministic multi-document YAML.
+``dump_compact_json(crd) -> str``
+    One CRD as compact JSON, as the Helm chart holds it (why: the function's docstring).
 ``openapi_schema(model) -> dict``
     The structural schema of one model (used by the CRDs and by tests).
 """
@@ -23,6 +25,7 @@ Public:
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Final, get_args, get_origin
 
 import yaml
@@ -391,10 +394,18 @@ def _top_level(conv: _Converter, kind: str) -> Schema:
     return tidy
 
 
-def crd_filename(crd: dict[str, Any]) -> str:
+def crd_filename(crd: dict[str, Any], ext: str = "yaml") -> str:
     """``trainer.kubeflow.org_trainjobs.yaml``: the upstream naming, so diffs against upstream line up."""
     spec = crd["spec"]
-    return f"{spec['group']}_{spec['names']['plural']}.yaml"
+    return f"{spec['group']}_{spec['names']['plural']}.{ext}"
+
+
+def dump_compact_json(crd: dict[str, Any]) -> str:
+    """One CRD as compact JSON, for the Helm chart's ``crds/``: Helm keeps every file of a chart in its release
+    Secret (JSON, file contents base64-encoded, then gzipped), which the API server caps at 1 MiB. Base64 hides the
+    repetition of a YAML file's indentation from gzip, and with the OptimizationJob CRD the YAML copies no longer
+    fit; compact JSON (which Helm reads from ``crds/`` like YAML) does, with room to spare."""
+    return json.dumps(crd, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 class _Dumper(yaml.SafeDumper):

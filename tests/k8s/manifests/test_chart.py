@@ -3,6 +3,9 @@ lint, schema-validated values, every rendered object valid for Kubernetes, the s
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 import yaml
 
 import kubetrain
-from kubetrain.api.crd import crd_filename, dump_yaml, generate_crds
+from kubetrain.api.crd import crd_filename, dump_compact_json, generate_crds
 from kubetrain.k8s.webhook import names, webhook_configurations
 from tests.k8s.manifests.conftest import BASE, CHART, load_docs, schema_errors
 
@@ -54,7 +57,9 @@ def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_chart_crds_and_runtimes_are_copies_of_the_generated_ones() -> None:
-    expected: dict[Path, str] = {CHART / "crds" / crd_filename(c): dump_yaml([c]) for c in generate_crds()}
+    expected: dict[Path, str] = {
+        CHART / "crds" / crd_filename(c, "json"): dump_compact_json(c) for c in generate_crds()
+    }
     for entry in resources.files("kubetrain.runtimes").iterdir():
         if entry.name.endswith(".yaml"):
             expected[CHART / "files" / "runtimes" / entry.name] = entry.read_text(encoding="utf-8")
@@ -66,10 +71,49 @@ def test_chart_crds_and_runtimes_are_copies_of_the_generated_ones() -> None:
     )
     extra = sorted(
         str(p.relative_to(CHART))
-        for p in [*CHART.glob("crds/*.yaml"), *CHART.glob("files/runtimes/*.yaml")]
+        for p in [*CHART.glob("crds/*"), *CHART.glob("files/runtimes/*.yaml")]
         if p not in expected
     )
     assert (stale, extra) == ([], []), "regenerate: KUBETRAIN_UPDATE_MANIFESTS=1 pytest tests/k8s/manifests"
+
+
+SECRET_LIMIT = 1024 * 1024  # the API server's cap on a Secret's data
+
+
+def release_secret_size(values: dict[str, Any] | None = None) -> int:
+    """The bytes of the Secret in which Helm keeps a release of this chart (its default storage driver): the
+    release as JSON, in which each file of the chart (CRDs included) is base64-encoded, gzipped at the best level,
+    then base64-encoded. Helm's encoding, with the chart's files as Helm's own loader reads them."""
+    with helm.Chart.load(str(CHART)) as chart:
+        rendered = chart.render(values, name="kt", namespace=NS)
+        release = {
+            "name": "kubetrain",
+            "chart": {
+                "metadata": chart.metadata,
+                "templates": [_b64_file(f) for f in chart.templates],
+                "values": chart.values,
+                "schema": base64.b64encode(json.dumps(chart.schema).encode()).decode(),
+                "files": [_b64_file(f) for f in chart.files],
+            },
+            "config": values or {},
+            "manifest": "\n---\n".join(t for p, t in sorted(rendered.items()) if p.endswith(".yaml")),
+            "version": 1,
+            "namespace": NS,
+        }
+    return len(base64.b64encode(gzip.compress(json.dumps(release).encode(), compresslevel=9)))
+
+
+def _b64_file(f: dict[str, Any]) -> dict[str, str]:
+    return {"name": f["name"], "data": base64.b64encode(f["data"].encode()).decode()}
+
+
+def test_a_release_fits_in_the_secret_helm_keeps_it_in() -> None:
+    """`helm install` failed on the bed once the OptimizationJob CRD joined the chart: "Secret
+    sh.helm.release.v1.kubetrain.v1 is invalid: data: Too long: may not be more than 1048576 bytes". The chart's
+    CRDs are compact JSON since; this keeps a margin for the release's metadata and for growth."""
+    size = release_secret_size()
+    print(f"release Secret: {size} bytes of {SECRET_LIMIT}")
+    assert size <= SECRET_LIMIT * 0.95, f"a release of the chart takes {size} bytes of the Secret's {SECRET_LIMIT}"
 
 
 def test_chart_version_is_ours() -> None:
@@ -127,7 +171,9 @@ def test_helm_installs_the_crds_before_the_runtimes(default: list[dict[str, Any]
     for them to be Established before it applies the templates, the runtimes among them. A CRD among the
     templates would be applied in the same batch as its runtimes and race them."""
     assert [d["metadata"]["name"] for d in default if d["kind"] == "CustomResourceDefinition"] == []
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(crd_filename(c) for c in generate_crds())
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(
+        crd_filename(c, "json") for c in generate_crds()
+    )
     assert {d["kind"] for d in default if d["apiVersion"].startswith("trainer.kubeflow.org/")} == {
         "ClusterTrainingRuntime"
     }
