@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,18 +114,21 @@ def restore() -> None:
                    f"CRD {crd} to finish terminating")  # fmt: skip
     kustomize_install()
     DeployedOperator().wait_ready(600)
-    # The CRDs were deleted and created again: a webhook of another controller that reads runtimes from its cache
-    # (Kueue's vtrainjob.kb.io) refuses TrainJobs until its watch of the new CRD has caught up, and the tests after
-    # this one would meet "runtime 'torch-distributed' not found". A server-side dry run passes every webhook.
-    probe = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-             "metadata": {"name": "restore-probe", "namespace": "default"},
-             "spec": {"runtimeRef": {"name": "torch-distributed"}}}  # fmt: skip
-    wait_until(
-        lambda: kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False).returncode == 0,
-        300,
-        "a TrainJob admitted again by every webhook",
-        lambda: kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False).stderr,
-    )
+    # The tests after this one use the built-in runtimes at once.
+    admitted({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+              "metadata": {"name": "restore-probe", "namespace": "default"},
+              "spec": {"runtimeRef": {"name": "torch-distributed"}}})  # fmt: skip
+
+
+def admitted(obj: dict[str, Any]) -> None:
+    """Wait until a server-side dry run of creating ``obj`` passes every admission webhook. After the CRDs were
+    deleted and created again, a webhook of another controller that reads runtimes from its cache (Kueue's
+    vtrainjob.kb.io) refuses TrainJobs with "runtime '...' not found" until its watch of the new CRD catches up."""
+
+    def dry_run() -> subprocess.CompletedProcess[str]:
+        return kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+
+    wait_until(lambda: dry_run().returncode == 0, 300, "a TrainJob admitted by every webhook", lambda: dry_run().stderr)
 
 
 @pytest.fixture
@@ -158,7 +162,9 @@ def assert_uninstalled(*, crds_kept: bool) -> None:
 def run_one(ns: str, script: str = "echo ok") -> str:
     rt = setup_runtime(ns)
     name = uniq("tj")
-    call(lambda c: c.create(trainjob(name, ns, rt, trainer=sh(script))))
+    job = trainjob(name, ns, rt, trainer=sh(script))
+    admitted(job)
+    call(lambda c: c.create(job))
     return name
 
 

@@ -275,8 +275,11 @@ def test_a_search_from_the_ui_on_a_real_cluster(
             element = browser.find_element("css selector", f'[name="{field}"]')
             element.clear()
             element.send_keys(value)
-        wait_for(browser, lambda d: _text(d, "#check-state") == "valid", what="the search checked against the cluster")
-        assert "kind: OptimizationJob" in _text(browser, "#preview")
+        wait_for(
+            browser,
+            lambda d: _text(d, "#check-state") == "valid" and "kind: OptimizationJob" in _text(d, "#preview"),
+            what="the search checked against the cluster",
+        )
         browser.find_element("css selector", "#submit-button").click()
         wait_for(
             browser,
