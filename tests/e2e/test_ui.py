@@ -5,6 +5,7 @@ server's 403 for a user without rights shown as such. Nothing is written by the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from kubetrain.k8s.backend.cluster import ClusterBackend
-from kubetrain.k8s.client import Client
+from kubetrain.k8s.client import Client, Resource
 from kubetrain.k8s.client import resources as r
 from tests.e2e.conftest import (
     KUBECONFIG,
@@ -123,9 +124,8 @@ def test_the_ui_on_a_real_cluster(browser: Any, kubeconfig: str, namespace: str,
     spec = pod_spec()
     spec["containers"][0]["env"] = [{"name": "REPORTER", "value": REPORTER}]
     runtime = setup_runtime(namespace, spec=spec)
-    ui = UiProcess(kubeconfig, namespace)
     name = f"ui-{uuid.uuid4().hex[:5]}"
-    try:
+    with ui_for_test(kubeconfig, namespace, r.TRAINJOB, name) as ui:
         browser.get(ui.url)
         browser.get(f"{ui.base}/submit?runtime=TrainingRuntime/{namespace}/{runtime}&namespace={namespace}")
         wait_for(browser, lambda d: _text(d, "#check-state") == "valid", what="the form checked against the cluster")
@@ -185,20 +185,29 @@ def test_the_ui_on_a_real_cluster(browser: Any, kubeconfig: str, namespace: str,
         wait_for(browser, lambda d: f"{namespace}/{name}" not in _keys(d), what="deleted")
         wait_until(lambda: get(r.TRAINJOB, name, namespace) is None, what="gone from the API server")
         assert js_errors(browser) == []
+
+
+@contextlib.contextmanager
+def ui_for_test(kubeconfig: str, namespace: str, made: Resource, name: str) -> Iterator[UiProcess]:
+    """``kubetrain ui`` for one test: what it printed goes to the test's output when the test fails, it never
+    printed a traceback, and the object the test made (``made`` ``name``) is deleted however the test ends."""
+    ui = UiProcess(kubeconfig, namespace)
+    try:
+        yield ui
     except AssertionError:
         print(ui.stop(), file=sys.stderr)
         raise
     finally:
         err = ui.stop() if ui.proc.poll() is None else ""
-        call(lambda c: _delete_quietly(c, name, namespace))
+        call(lambda c: _delete_quietly(c, made, name, namespace))
     assert "Traceback" not in err, err
 
 
-async def _delete_quietly(c: Client, name: str, ns: str) -> None:
+async def _delete_quietly(c: Client, made: Resource, name: str, ns: str) -> None:
     from kubetrain.k8s.client import NotFound
 
     try:
-        await c.delete(r.TRAINJOB, name, ns)
+        await c.delete(made, name, ns)
     except NotFound:
         pass
 
@@ -257,9 +266,8 @@ def test_a_search_from_the_ui_on_a_real_cluster(
     spec = pod_spec()
     spec["containers"][0]["env"] = [{"name": "TRIAL_REPORTER", "value": TRIAL_REPORTER}]
     runtime = setup_runtime(namespace, spec=spec)
-    ui = UiProcess(kubeconfig, namespace)
     name = f"ui-oj-{uuid.uuid4().hex[:5]}"
-    try:
+    with ui_for_test(kubeconfig, namespace, r.OPTIMIZATIONJOB, name) as ui:
         browser.get(ui.url)
         browser.get(
             f"{ui.base}/submit?runtime=TrainingRuntime/{namespace}/{runtime}&namespace={namespace}&search=1"
@@ -318,19 +326,3 @@ def test_a_search_from_the_ui_on_a_real_cluster(
             "the trials garbage-collected",
         )
         assert js_errors(browser) == []
-    except AssertionError:
-        print(ui.stop(), file=sys.stderr)
-        raise
-    finally:
-        err = ui.stop() if ui.proc.poll() is None else ""
-        call(lambda c: _delete_search_quietly(c, name, namespace))
-    assert "Traceback" not in err, err
-
-
-async def _delete_search_quietly(c: Client, name: str, ns: str) -> None:
-    from kubetrain.k8s.client import NotFound
-
-    try:
-        await c.delete(r.OPTIMIZATIONJOB, name, ns)
-    except NotFound:
-        pass
