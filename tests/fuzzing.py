@@ -108,6 +108,7 @@ def _seed_files() -> Iterator[Path]:
     yield from sorted((REPO / "src" / "kubetrain" / "runtimes").glob("*.yaml"))
     yield from sorted((REPO / "examples").rglob("*.yaml"))
     yield from sorted((REPO / "tests" / "compiler" / "golden").glob("*.input.yaml"))
+    yield from sorted((REPO / "tests" / "compiler" / "golden" / "optimization").glob("*.input.yaml"))
     for sub in ("seeds/snippets", "reference/upstream/runtimes"):
         if (SHARED / sub).is_dir():
             yield from sorted((SHARED / sub).rglob("*.yaml"))
@@ -129,6 +130,7 @@ def _seeds() -> tuple[list[str], list[Obj]]:
 SEED_TEXTS, SEED_DOCS = _seeds()
 RUNTIME_SEEDS = [d for d in SEED_DOCS if d.get("kind") in (c.KIND_TRAINING_RUNTIME, c.KIND_CLUSTER_TRAINING_RUNTIME)]
 TRAINJOB_SEEDS = [d for d in SEED_DOCS if d.get("kind") == c.KIND_TRAINJOB]
+OPTIMIZATION_SEEDS = [d for d in SEED_DOCS if d.get("kind") == c.KIND_OPTIMIZATIONJOB]
 
 
 def _keys(node: Any, out: set[str]) -> set[str]:
@@ -289,6 +291,8 @@ def manifests(draw: st.DrawFn) -> list[Any]:
             if draw(st.integers(0, 5)) == 0:
                 spec["suspend"] = True
         out.append(trainjob)
+    if OPTIMIZATION_SEEDS and draw(st.integers(0, 3)) == 0:
+        out.append(draw(_search(runtime, edits, heavy)))
     for _ in range(draw(st.integers(0, 2)) if draw(st.booleans()) else 0):
         out.append(draw(mutated(CORE_SEEDS, edits=edits, api_version=heavy)))
     if draw(st.integers(0, 5)) == 0:
@@ -296,6 +300,23 @@ def manifests(draw: st.DrawFn) -> list[Any]:
     if not out:
         out.append(draw(documents))
     return draw(st.permutations(out))
+
+
+@st.composite
+def _search(draw: st.DrawFn, runtime: Any, edits: int, heavy: bool) -> Any:
+    """A (mutated) OptimizationJob whose trial template often names the batch's runtime or a built-in one."""
+    search = draw(mutated(OPTIMIZATION_SEEDS, edits=edits, api_version=heavy))
+    template = _spec(search)
+    template = template.get("trainJobTemplate") if template is not None else None
+    trial = _spec(template)
+    if trial is not None:
+        ref = draw(st.integers(0, 2))
+        meta = runtime.get("metadata") if isinstance(runtime, dict) else None
+        if ref == 0 and isinstance(meta, dict):
+            trial["runtimeRef"] = {"name": meta.get("name"), "kind": runtime.get("kind")}
+        elif ref == 1:
+            trial["runtimeRef"] = {"name": draw(st.sampled_from(BUILTIN_NAMES))}
+    return search
 
 
 @st.composite

@@ -29,6 +29,8 @@ from hypothesis import strategies as st
 from kubetrain.api import constants as c
 from kubetrain.api.podsecurity import LEVELS
 from kubetrain.cli.main import cli
+from kubetrain.compiler.optimization import LABEL_OPTIMIZATIONJOB
+from kubetrain.local import optimizationjobs
 from kubetrain.local.backend import LocalBackend
 from kubetrain.local.store.db import Store
 from tests.fuzzing import assert_clear, count, fuzz_settings, manifest_files, reached
@@ -129,13 +131,16 @@ def _trainjob_names(text: str) -> list[Any]:
 
 @contextmanager
 def _fresh_home() -> Iterator[Path]:
-    """A new ``KUBETRAIN_HOME`` for one example; no supervisor is started (``_spawn_supervisor`` is the only
-    step left out of submitting)."""
+    """A new ``KUBETRAIN_HOME`` for one example; no supervisor or search controller is started
+    (``_spawn_supervisor`` and ``spawn_controller`` are the only steps left out of submitting)."""
     with tempfile.TemporaryDirectory(prefix="fuzz-home-") as home:
         old = os.environ.get("KUBETRAIN_HOME")
         os.environ["KUBETRAIN_HOME"] = home
         try:
-            with mock.patch.object(LocalBackend, "_spawn_supervisor", lambda *_: None):
+            with (
+                mock.patch.object(LocalBackend, "_spawn_supervisor", lambda *_: None),
+                mock.patch.object(optimizationjobs, "spawn_controller", lambda *_: None),
+            ):
                 yield Path(home)
         finally:
             Store.close_all()
@@ -145,10 +150,15 @@ def _fresh_home() -> Iterator[Path]:
                 os.environ["KUBETRAIN_HOME"] = old
 
 
-def _recorded() -> list[tuple[str, str]]:
+def _recorded() -> list[tuple[str, str, str | None]]:
+    """The TrainJobs in the store: namespace, name and, for an OptimizationJob's trial, its OptimizationJob."""
     store = Store()
     try:
-        return [(row.namespace, row.name) for row in store.list_trainjobs(None)]
+        return [
+            (row.namespace, row.name, ((row.trainjob.get("metadata") or {}).get("labels") or {}).get(
+                LABEL_OPTIMIZATIONJOB))
+            for row in store.list_trainjobs(None)
+        ]  # fmt: skip
     finally:
         store.close()
 
@@ -162,9 +172,16 @@ def test_apply(text: str, namespace: str | None) -> None:
         _exited_cleanly(result, text)
         recorded = _recorded()
     created = [line for line in result.output.splitlines() if line.startswith("trainjob.trainer.kubeflow.org/")]
-    assert len(recorded) == len(created), f"{recorded} vs {created}\n{result.output}"
+    searches = {line.split("/", 1)[1].split()[0] for line in result.output.splitlines()
+                if line.startswith("optimizationjob.trainer.kubeflow.org/")}  # fmt: skip
+    # The applying process makes a search's first trials itself; each belongs to a search it reported.
+    trials = [r for r in recorded if r[2] is not None]
+    assert {r[2] for r in trials} <= searches, f"{recorded} vs {searches}\n{result.output}"
+    assert len(recorded) - len(trials) == len(created), f"{recorded} vs {created}\n{result.output}"
     if recorded:
         reached("apply: TrainJob submitted")
+    if trials:
+        reached("apply: trials of an OptimizationJob submitted")
 
 
 @fuzz_settings(60)
