@@ -85,12 +85,11 @@ class UiProcess:
         return err
 
 
-# The trainer: reports progress to the operator's status endpoint with the kubelet's projected token (as the SDK's
-# update_trainjob_status does), once at the start and once more when the test says the page has drawn the first
-# point (a file the test creates with kubectl exec), then waits for another file and ends.
-REPORTER = textwrap.dedent(
+# Reports progress and a loss to the operator's status endpoint with the kubelet's projected token, as the SDK's
+# update_trainjob_status does.
+REPORT = textwrap.dedent(
     """
-    import json, os, ssl, time, urllib.request
+    import json, os, ssl, sys, time, urllib.request
 
     def report(percent, loss):
         token = open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip()
@@ -102,7 +101,13 @@ REPORTER = textwrap.dedent(
                                                              "Authorization": "Bearer " + token})
         urllib.request.urlopen(req, context=tls, timeout=30).read()
         print(f"step {percent}% loss={loss}", flush=True)
+    """
+)
 
+# The trainer: reports once at the start and once more when the test says the page has drawn the first point (a
+# file the test creates with kubectl exec), then waits for another file and ends.
+REPORTER = REPORT + textwrap.dedent(
+    """
     def wait_for(path):
         while not os.path.exists(path):
             time.sleep(0.2)
@@ -237,22 +242,11 @@ def test_a_user_without_rights_sees_the_403(browser: Any, namespace: str, tmp_pa
     assert "Traceback" not in err, err
 
 
-# A trial: reports the objective (x - 0.3)² for its value of x with the kubelet's projected token, as the SDK's
-# update_trainjob_status does, and ends.
-TRIAL_REPORTER = textwrap.dedent(
+# A trial: reports the objective (x - 0.3)² for its value of x, and ends.
+TRIAL_REPORTER = REPORT + textwrap.dedent(
     """
-    import json, os, ssl, sys, time, urllib.request
-
     x = float(sys.argv[1])
-    token = open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read().strip()
-    tls = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
-    body = {"trainerStatus": {"progressPercentage": 100, "lastUpdatedTime": time.strftime(
-        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "metrics": [{"name": "loss", "value": str((x - 0.3) ** 2)}]}}
-    req = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=json.dumps(body).encode(),
-                                 method="POST", headers={"Content-Type": "application/json",
-                                                         "Authorization": "Bearer " + token})
-    urllib.request.urlopen(req, context=tls, timeout=30).read()
-    print(f"x={x} reported", flush=True)
+    report(100, (x - 0.3) ** 2)
     """
 )
 
